@@ -1,0 +1,90 @@
+# shellcheck shell=bash
+# Shared steps of tools/demo and tools/test: the pinned toolchain, a Docker engine and the
+# Debian test images. Sourced, never run. Everything it builds lives in git-ignored places
+# (.venv/, .cache/) or in the local Docker engine.
+
+ROCMLAB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROCMLAB_CACHE="$ROCMLAB_ROOT/.cache"
+ROCMLAB_VENV="$ROCMLAB_ROOT/.venv"
+export ROCMLAB_ROOT ROCMLAB_CACHE
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Run a command as root: directly when we are root, through sudo otherwise.
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null; then sudo "$@"
+  else die "'$*' needs root: run as root or install sudo"; fi
+}
+
+# The toolchain pinned in pyproject.toml (extra "dev") and requirements/dev.lock, in .venv.
+# Reinstalled only when one of those files changes.
+ensure_venv() {
+  local stamp want
+  want=$(cat "$ROCMLAB_ROOT/pyproject.toml" "$ROCMLAB_ROOT/requirements/dev.lock" | sha256sum | cut -c1-16)
+  stamp="$ROCMLAB_VENV/.rocmlab-toolchain"
+  if [ -x "$ROCMLAB_VENV/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  say "Installing the pinned toolchain into .venv"
+  command -v python3 >/dev/null || die "python3 is missing: install python3 and python3-venv"
+  python3 -m venv "$ROCMLAB_VENV" || die "python3 -m venv failed: install python3-venv"
+  "$ROCMLAB_VENV/bin/pip" install -q -c "$ROCMLAB_ROOT/requirements/dev.lock" -e "$ROCMLAB_ROOT[dev]" \
+    || die "pip could not install the toolchain (see above)"
+  echo "$want" >"$stamp"
+}
+
+# A Docker engine: the one that answers, else (as root) Debian's docker.io started here.
+ensure_engine() {
+  if docker info >/dev/null 2>&1; then return 0; fi
+  if [ "$(id -u)" -ne 0 ]; then
+    die "no Docker engine answers. Install Docker (Debian/Ubuntu: apt-get install docker.io), start it, and make sure this user may use it (group docker), then run this again."
+  fi
+  if ! command -v dockerd >/dev/null || ! command -v docker >/dev/null; then
+    say "Installing Docker (docker.io) from the distribution"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null \
+      || die "apt-get could not install docker.io"
+  fi
+  say "Starting dockerd (log: .cache/dockerd.log)"
+  mkdir -p "$ROCMLAB_CACHE"
+  setsid nohup dockerd >"$ROCMLAB_CACHE/dockerd.log" 2>&1 </dev/null &
+  local i
+  for i in $(seq 1 60); do
+    docker info >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  die "dockerd did not answer within 60 s; see .cache/dockerd.log"
+}
+
+# Debian base images without a registry: debootstrap + docker import, tagged by a hash of the
+# recipe (tools/images/debian.sh and its arguments) so they are rebuilt only when it changes.
+# Sets ROCMLAB_IMAGE_DEBIAN12 and ROCMLAB_IMAGE_DEBIAN13.
+ensure_images() {
+  local recipe="$ROCMLAB_ROOT/tools/images/debian.sh" suite major tag var
+  for pair in bookworm:12 trixie:13; do
+    suite=${pair%%:*} major=${pair##*:}
+    tag="rocmlab-test/debian${major}:$( (cat "$recipe"; echo "$suite") | sha256sum | cut -c1-12)"
+    if ! docker image inspect "$tag" >/dev/null 2>&1; then
+      say "Building image $tag (debootstrap $suite, about a minute)"
+      command -v debootstrap >/dev/null || {
+        [ "$(id -u)" -eq 0 ] || die "debootstrap is missing: apt-get install debootstrap"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null \
+          || die "apt-get could not install debootstrap"
+      }
+      as_root bash "$recipe" "$suite" "$tag" || die "building $tag failed"
+    fi
+    var="ROCMLAB_IMAGE_DEBIAN${major}"
+    printf -v "$var" '%s' "$tag"
+    export "${var?}"
+  done
+}
+
+# Everything the demo and the tests need before Ansible runs.
+prepare_lab() {
+  ensure_venv
+  ensure_engine
+  ensure_images
+  export PATH="$ROCMLAB_VENV/bin:$PATH"
+  export ANSIBLE_CONFIG="$ROCMLAB_ROOT/ansible.cfg"
+}
