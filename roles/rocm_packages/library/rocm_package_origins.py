@@ -9,8 +9,9 @@ DOCUMENTATION = r"""
 module: rocm_package_origins
 short_description: Tell which installed packages come from which apt origin
 description:
-  - For each named package that is installed, reports its installed version and the Origin
-    fields of the apt releases that offer that version (an empty list when only dpkg knows it).
+  - For each named package that is installed, reports its installed version, the Origin
+    fields of the apt releases that offer that version (an empty list when only dpkg knows it),
+    and the Origin fields of the releases that offer any version of it.
   - Read-only: uses python3-apt's cache as apt-cache policy does.
 options:
   names:
@@ -27,10 +28,15 @@ installed:
   returned: always
   type: list
   elements: dict
-  sample: [{"name": "rocminfo", "version": "5.2.3-2", "origins": ["Debian"]}]
+  sample: [{"name": "rocminfo", "version": "5.2.3-2", "origins": ["Debian"],
+            "offered_by": ["Debian", "repo.radeon.com"]}]
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
+
+def origins_of(version):
+    return sorted({pkg_file.origin for pkg_file, _index in version.file_list if pkg_file.origin})
 
 
 def installed_origins(cache, names):
@@ -43,10 +49,15 @@ def installed_origins(cache, names):
         current = package.current_ver
         if current is None:
             continue
-        origins = sorted(
-            {pkg_file.origin for pkg_file, _index in current.file_list if pkg_file.origin}
+        offered_by = sorted({o for version in package.version_list for o in origins_of(version)})
+        found.append(
+            {
+                "name": name,
+                "version": current.ver_str,
+                "origins": origins_of(current),
+                "offered_by": offered_by,
+            }
         )
-        found.append({"name": name, "version": current.ver_str, "origins": origins})
     return found
 
 

@@ -1,0 +1,203 @@
+"""Each case runs the foundation roles once with ansible-playbook against one host and checks
+what the run said and what it left on the host."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import testinfra
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+PLAYBOOK = PROJECT / "molecule" / "default" / "converge.yml"
+D12, D13 = "rocmlab-edge-debian12", "rocmlab-edge-debian13"
+AMD_FPR = os.environ["ROCMLAB_MIRROR_FINGERPRINT"]
+WRONG_FPR = os.environ["ROCMLAB_MIRROR_WRONG_FINGERPRINT"]
+
+# What a failed run must not have touched.
+SNAPSHOT = (
+    "find /etc/apt /etc/ld.so.conf.d /etc/profile.d -type f -print0 | sort -z | xargs -0 sha256sum;"
+    " ls -la /etc/apt/keyrings 2>/dev/null; cat /etc/group /etc/passwd;"
+    " dpkg-query -W -f '${Package} ${Version} ${Status}\\n'"
+)
+
+
+def host(name: str):
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def play(name: str, extra_vars: dict, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(PROJECT / "roles"), ANSIBLE_NOCOLOR="1")
+    return subprocess.run(
+        [
+            "ansible-playbook",
+            "-i",
+            INVENTORY,
+            "--limit",
+            name,
+            "-e",
+            json.dumps(extra_vars),
+            *args,
+            str(PLAYBOOK),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+
+
+def changed(run: subprocess.CompletedProcess) -> int:
+    return int(re.search(r"changed=(\d+)", run.stdout).group(1))
+
+
+BAD_INPUT = [
+    pytest.param(
+        D12,
+        {"rocm_repo_version": "6.x"},
+        ["rocm_repo_version", '"6.x"', "X.Y or X.Y.Z"],
+        id="version-format",
+    ),
+    pytest.param(
+        D12,
+        {"rocm_repo_version": "7.9"},
+        ["ROCm 7.9", "rocm_repo_amdgpu_version"],
+        id="version-unknown-driver",
+    ),
+    pytest.param(
+        D12,
+        {"rocm_repo_source": "ubuntu"},
+        ["rocm_repo_source", "ubuntu", "amd, distro"],
+        id="unknown-source",
+    ),
+    pytest.param(
+        D12,
+        {"rocm_repo_key_fingerprint": "CA8BB4727A47B4D0"},
+        ["rocm_repo_key_fingerprint", '"CA8BB4727A47B4D0"', "40 hexadecimal"],
+        id="fingerprint-length",
+    ),
+    pytest.param(
+        D12,
+        {"rocm_repo_pin_priority": 400},
+        ["rocm_repo_pin_priority", "400", "501 to 1000"],
+        id="pin-priority",
+    ),
+    pytest.param(
+        D12,
+        {"rocm_repo_base_url": "ftp://mirror"},
+        ["rocm_repo_base_url", '"ftp://mirror"', "https://"],
+        id="url-scheme",
+    ),
+    pytest.param(
+        D13,
+        {"rocm_repo_source": "amd"},
+        ['"amd" is refused on Debian', "rocm_repo_allow_unsupported"],
+        id="amd-on-debian13",
+    ),
+    pytest.param(
+        D12,
+        {"rocm_packages_list": ["rocm hip"]},
+        ["rocm_packages_list", '"rocm hip"', "Debian package name"],
+        id="package-name",
+    ),
+    pytest.param(
+        D12,
+        {"rocm_repo_source": "distro", "rocm_packages_driver": "dkms"},
+        ["rocm_packages_driver", "dkms", 'rocm_packages_source is "distro"'],
+        id="dkms-without-amd",
+    ),
+    pytest.param(
+        D12,
+        {"user_groups_users": ["nobody-here"]},
+        ["user_groups_users", '"nobody-here"', "does not exist"],
+        id="unknown-user",
+    ),
+    pytest.param(
+        D13,
+        {"user_groups_groups": ["Render Group"]},
+        ["user_groups_groups", '"Render Group"', "not a group name"],
+        id="group-name",
+    ),
+    pytest.param(
+        D12,
+        {"rocm_repo_version": "6.3"},
+        ["rocm/apt/6.3/dists/jammy/InRelease", "404", "Nothing on this host was changed"],
+        id="release-not-on-mirror",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "extra_vars", "expected"), BAD_INPUT)
+def test_bad_input_fails_clearly_before_any_change(name, extra_vars, expected):
+    before = host(name).check_output(SNAPSHOT)
+    run = play(name, extra_vars)
+    assert run.returncode != 0, run.stdout[-2000:]
+    failure = run.stdout + run.stderr
+    for fragment in expected:
+        assert fragment in failure, (fragment, failure[-3000:])
+    assert host(name).check_output(SNAPSHOT) == before
+
+
+def test_a_key_with_another_fingerprint_is_refused_and_apt_stays_as_it_was():
+    before = host(D12).check_output(SNAPSHOT)
+    run = play(D12, {"rocm_repo_key_fingerprint": WRONG_FPR})
+    assert run.returncode != 0
+    assert f"has fingerprint {AMD_FPR}" in run.stdout
+    assert f"expected {WRONG_FPR}" in run.stdout
+    assert host(D12).check_output(SNAPSHOT) == before
+    assert not host(D12).file("/etc/apt/keyrings/rocm.gpg").exists
+    update = host(D12).run("apt-get update 2>&1")
+    assert update.rc == 0 and "W:" not in update.stdout and "E:" not in update.stdout
+
+
+def test_distro_rocm_beside_amds_source_stops_naming_the_packages():
+    h = host(D12)
+    h.run_expect([0], "DEBIAN_FRONTEND=noninteractive apt-get install -y rocminfo")
+    debian_version = h.package("rocminfo").version
+    run = play(D12, {})
+    assert run.returncode != 0
+    assert f"rocminfo {debian_version} (Debian)" in run.stdout
+    assert "rocm_packages_replace_distro: true" in run.stdout
+    assert h.package("rocminfo").version == debian_version  # nothing removed
+    assert not h.package("rocm-hip-sdk").is_installed
+
+
+def test_replacing_distro_rocm_when_asked_installs_amds():
+    run = play(D12, {"rocm_packages_replace_distro": True})
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert host(D12).package("rocminfo").version == "1.0.0.60402-1"
+    assert host(D12).package("rocm-hip-sdk").is_installed
+
+
+ABSENT = {"rocm_repo_state": "absent", "rocm_packages_state": "absent"}
+
+
+def test_state_absent_removes_packages_sources_pin_and_keyring():
+    run = play(D12, ABSENT)
+    assert run.returncode == 0, run.stdout[-3000:]
+    h = host(D12)
+    for path in (
+        "/etc/apt/sources.list.d/rocm.sources",
+        "/etc/apt/sources.list.d/amdgpu.sources",
+        "/etc/apt/preferences.d/rocm-pin-600",
+        "/etc/apt/keyrings/rocm.gpg",
+        "/etc/ld.so.conf.d/rocm.conf",
+        "/etc/profile.d/rocm.sh",
+    ):
+        assert not h.file(path).exists, path
+    for package in ("rocm-hip-sdk", "rocm-opencl-sdk", "rocm-core"):
+        assert not h.package(package).is_installed, package
+    update = h.run("apt-get update 2>&1")
+    assert update.rc == 0 and "W:" not in update.stdout and "E:" not in update.stdout
+    assert "rocmlab-amd-mirror" not in h.check_output("apt-cache policy")
+
+
+def test_state_absent_twice_changes_nothing():
+    run = play(D12, ABSENT)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert changed(run) == 0, run.stdout[-3000:]
