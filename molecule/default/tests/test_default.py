@@ -120,8 +120,15 @@ def test_pin_makes_the_mirror_win_over_debian(host_name):
 def origins_of_installed(host, name: str) -> set[str]:
     """The Origin fields of the releases that offer the installed version, from apt-cache policy."""
     policy = host.check_output("apt-cache policy %s", name)
-    installed_block = policy.split("*** ", 1)[1].split("\n     ", 1)[0]
-    urls = re.findall(r"^\s+\d+ (http\S+) (\S+)/", installed_block, re.M)
+    # The lines under "*** <installed version>", up to the next version of the table.
+    after_installed = policy.split("*** ", 1)[1].splitlines()[1:]
+    sources = []
+    for line in after_installed:
+        if not line.startswith(" " * 8):
+            break
+        sources.append(line)
+    urls = re.findall(r"^\s+\d+ (http\S+) (\S+)/", "\n".join(sources), re.M)
+    assert urls, policy
     releases = host.check_output("apt-cache policy")
     origins = set()
     for url, suite in urls:

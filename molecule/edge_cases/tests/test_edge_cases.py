@@ -32,7 +32,13 @@ def host(name: str):
 
 
 def play(name: str, extra_vars: dict, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(PROJECT / "roles"), ANSIBLE_NOCOLOR="1")
+    # One line per result (the yaml format folds long messages).
+    env = dict(
+        os.environ,
+        ANSIBLE_ROLES_PATH=str(PROJECT / "roles"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
+    )
     return subprocess.run(
         [
             "ansible-playbook",
