@@ -88,3 +88,28 @@ prepare_lab() {
   export PATH="$ROCMLAB_VENV/bin:$PATH"
   export ANSIBLE_CONFIG="$ROCMLAB_ROOT/ansible.cfg"
 }
+
+# Serve DIR read-only over HTTP from a container NAME on the test network (rocmlab-test), as
+# a lab's mirror would; recreated when it serves another directory. Prints the base URL.
+serve_dir() {
+  local name=$1 dir=$2 network=rocmlab-test have _
+  docker network inspect "$network" >/dev/null 2>&1 \
+    || docker network create --label rocmlab.fixture=network "$network" >/dev/null
+  have=$(docker inspect -f '{{.State.Running}}|{{index .Config.Labels "rocmlab.served-dir"}}' "$name" 2>/dev/null || true)
+  if [ "$have" != "true|$dir" ]; then
+    docker rm -f "$name" >/dev/null 2>&1 || true
+    docker run -d --name "$name" --network "$network" --network-alias "$name" \
+      --label "rocmlab.served-dir=$dir" -v "$dir:/srv/files:ro" \
+      "$ROCMLAB_IMAGE_DEBIAN12" python3 -m http.server 80 --directory /srv/files >/dev/null \
+      || die "could not start the container $name"
+  fi
+  for _ in $(seq 1 60); do
+    if docker exec "$name" python3 -c \
+      "import urllib.request; urllib.request.urlopen('http://127.0.0.1/', timeout=2)" >/dev/null 2>&1; then
+      echo "http://$name/"
+      return 0
+    fi
+    sleep 0.5
+  done
+  die "$name does not answer: docker logs $name"
+}

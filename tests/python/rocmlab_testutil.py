@@ -1,0 +1,54 @@
+"""Helpers shared by the rocmlab package tests (fixtures are in conftest.py)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from rocmlab.idx import encode_idx
+
+REPO = Path(__file__).resolve().parents[2]
+STAGE_TOOL = REPO / "tools" / "stage-test-data"
+
+
+def link_dataset(source: Path, target: Path, names: dict[str, str]) -> Path:
+    """Symlink ``source/<old>`` as ``target/<new>`` for each ``old: new`` of ``names``."""
+    target.mkdir(parents=True, exist_ok=True)
+    for old, new in names.items():
+        (target / new).symlink_to(source / old)
+    return target
+
+
+def copy_dataset(source: Path, target: Path) -> Path:
+    """Real copies (not links) of every file in ``source``, so tests can damage them."""
+    target.mkdir(parents=True, exist_ok=True)
+    for path in source.iterdir():
+        (target / path.name).write_bytes(path.read_bytes())
+    return target
+
+
+def write_idx(path: Path, shape: tuple[int, ...], fill: int = 0, gz: bool = False) -> bytes:
+    """Write a synthetic uint8 IDX file (real IDX format, made-up pixels); return its content."""
+    count = 1
+    for dim in shape:
+        count *= dim
+    content = encode_idx(shape, bytes((fill + i) % 256 for i in range(count)))
+    path.write_bytes(gzip.compress(content) if gz else content)
+    return content
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """``python -m rocmlab ARGS`` in a subprocess, from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", "rocmlab", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+    )
