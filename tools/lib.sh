@@ -30,7 +30,7 @@ ensure_venv() {
   say "Installing the pinned toolchain into .venv"
   command -v python3 >/dev/null || die "python3 is missing: install python3 and python3-venv"
   python3 -m venv "$ROCMLAB_VENV" || die "python3 -m venv failed: install python3-venv"
-  "$ROCMLAB_VENV/bin/pip" install -q -c "$ROCMLAB_ROOT/requirements/dev.lock" -e "$ROCMLAB_ROOT[dev]" \
+  "$ROCMLAB_VENV/bin/pip" install -q -c "$ROCMLAB_ROOT/requirements/dev.lock" -e "${ROCMLAB_ROOT}[dev]" \
     || die "pip could not install the toolchain (see above)"
   echo "$want" >"$stamp"
 }
@@ -43,14 +43,14 @@ ensure_engine() {
   fi
   if ! command -v dockerd >/dev/null || ! command -v docker >/dev/null; then
     say "Installing Docker (docker.io) from the distribution"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null \
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null; } \
       || die "apt-get could not install docker.io"
   fi
   say "Starting dockerd (log: .cache/dockerd.log)"
   mkdir -p "$ROCMLAB_CACHE"
   setsid nohup dockerd >"$ROCMLAB_CACHE/dockerd.log" 2>&1 </dev/null &
-  local i
-  for i in $(seq 1 60); do
+  local _
+  for _ in $(seq 1 60); do
     docker info >/dev/null 2>&1 && return 0
     sleep 1
   done
@@ -89,27 +89,40 @@ prepare_lab() {
   export ANSIBLE_CONFIG="$ROCMLAB_ROOT/ansible.cfg"
 }
 
-# Serve DIR read-only over HTTP from a container NAME on the test network (rocmlab-test), as
-# a lab's mirror would; recreated when it serves another directory. Prints the base URL.
+# Serve DIR read-only over HTTP from a container NAME on the test network (rocmlab-test), as a
+# lab's mirror would, with Python's http.server (a plain listing, which pip's --find-links and apt
+# both read). The container is recreated when it is not running or serves another image, directory
+# or network. Waits (about 30 s at most) until PROBE (a path below DIR, default the listing)
+# answers. Prints the base URL, http://NAME/. Start it before molecule creates any container:
+# a network molecule creates is deleted by molecule destroy.
+ROCMLAB_TEST_NETWORK=rocmlab-test
 serve_dir() {
-  local name=$1 dir=$2 network=rocmlab-test have _
+  local name=$1 dir=$2 probe=${3:-} network=$ROCMLAB_TEST_NETWORK net_id want have _
   docker network inspect "$network" >/dev/null 2>&1 \
-    || docker network create --label rocmlab.fixture=network "$network" >/dev/null
-  have=$(docker inspect -f '{{.State.Running}}|{{index .Config.Labels "rocmlab.served-dir"}}' "$name" 2>/dev/null || true)
-  if [ "$have" != "true|$dir" ]; then
+    || docker network create --label rocmlab.fixture=network "$network" >/dev/null 2>&1 \
+    || docker network inspect "$network" >/dev/null 2>&1 \
+    || die "cannot create the Docker network $network"
+  net_id=$(docker network inspect -f '{{.Id}}' "$network")
+  want="true|$ROCMLAB_IMAGE_DEBIAN12|$dir|$net_id"
+  have=$(docker inspect -f "{{.State.Running}}|{{.Config.Image}}|{{index .Config.Labels \"rocmlab.served-dir\"}}|{{with index .NetworkSettings.Networks \"$network\"}}{{.NetworkID}}{{end}}" \
+    "$name" 2>/dev/null || true)
+  if [ "$have" != "$want" ]; then
     docker rm -f "$name" >/dev/null 2>&1 || true
     docker run -d --name "$name" --network "$network" --network-alias "$name" \
-      --label "rocmlab.served-dir=$dir" -v "$dir:/srv/files:ro" \
+      --label rocmlab.fixture=server --label "rocmlab.served-dir=$dir" -v "$dir:/srv/files:ro" \
       "$ROCMLAB_IMAGE_DEBIAN12" python3 -m http.server 80 --directory /srv/files >/dev/null \
       || die "could not start the container $name"
   fi
   for _ in $(seq 1 60); do
     if docker exec "$name" python3 -c \
-      "import urllib.request; urllib.request.urlopen('http://127.0.0.1/', timeout=2)" >/dev/null 2>&1; then
+      "import urllib.request; urllib.request.urlopen('http://127.0.0.1/$probe', timeout=2).read()" \
+      >/dev/null 2>&1; then
       echo "http://$name/"
       return 0
     fi
+    [ "$(docker inspect -f '{{.State.Running}}' "$name" 2>/dev/null)" = true ] || break
     sleep 0.5
   done
-  die "$name does not answer: docker logs $name"
+  docker logs --tail 20 "$name" >&2 2>&1 || true
+  die "$name does not serve /$probe (its log is above)"
 }
