@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import testinfra.utils.ansible_runner
+from apt_keys import primary_fingerprints
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 HOSTS = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")
@@ -27,15 +28,6 @@ def groups_of(host) -> list[str]:
 
 def amd(host) -> bool:
     return "amd_source" in groups_of(host)
-
-
-def primary_fingerprints(host, path: str) -> list[str]:
-    out = host.check_output(
-        "gpg --homedir $(mktemp -d) --batch --show-keys --with-colons %s"
-        ' | awk -F: \'$1=="pub"{p=1} $1=="sub"{p=0} $1=="fpr"&&p{print $10;p=0}\'',
-        path,
-    )
-    return out.split()
 
 
 @pytest.mark.parametrize("host_name", HOSTS)

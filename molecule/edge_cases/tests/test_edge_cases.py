@@ -3,14 +3,14 @@ what the run said and what it left on the host."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import subprocess
 from pathlib import Path
 
+import playbook_runs
 import pytest
 import testinfra
+from playbook_runs import changed, said
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -32,39 +32,7 @@ def host(name: str):
 
 
 def play(name: str, extra_vars: dict, *args: str) -> subprocess.CompletedProcess:
-    # One line per result (the yaml format folds long messages).
-    env = dict(
-        os.environ,
-        ANSIBLE_ROLES_PATH=str(PROJECT / "roles"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
-    )
-    return subprocess.run(
-        [
-            "ansible-playbook",
-            "-i",
-            INVENTORY,
-            "--limit",
-            name,
-            "-e",
-            json.dumps(extra_vars),
-            *args,
-            str(PLAYBOOK),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-
-
-def said(run: subprocess.CompletedProcess) -> str:
-    """Everything the run printed, whitespace collapsed (result formats may fold long lines)."""
-    return " ".join((run.stdout + run.stderr).split())
-
-
-def changed(run: subprocess.CompletedProcess) -> int:
-    return int(re.search(r"changed=(\d+)", run.stdout).group(1))
+    return playbook_runs.play(PLAYBOOK, extra_vars, "--limit", name, *args)
 
 
 BAD_INPUT = [
@@ -145,13 +113,11 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize(("name", "extra_vars", "expected"), BAD_INPUT)
 def test_bad_input_fails_clearly_before_any_change(name, extra_vars, expected):
-    before = host(name).check_output(SNAPSHOT)
-    run = play(name, extra_vars)
-    assert run.returncode != 0, run.stdout[-2000:]
-    failure = said(run)
+    failure = playbook_runs.refused_without_change(
+        host(name), SNAPSHOT, lambda: play(name, extra_vars)
+    )
     for fragment in expected:
         assert fragment in failure, (fragment, failure[-3000:])
-    assert host(name).check_output(SNAPSHOT) == before
 
 
 def test_a_key_with_another_fingerprint_is_refused_and_apt_stays_as_it_was():

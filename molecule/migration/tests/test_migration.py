@@ -7,20 +7,12 @@ import os
 
 import pytest
 import testinfra.utils.ansible_runner
+from apt_keys import primary_fingerprints
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")
 AMD_FPR = os.environ["ROCMLAB_MIRROR_FINGERPRINT"]
 OTHER_FPR = os.environ["ROCMLAB_MIRROR_WRONG_FINGERPRINT"]
-
-
-def fingerprints(host, path: str) -> list[str]:
-    out = host.check_output(
-        "gpg --homedir $(mktemp -d) --batch --show-keys --with-colons %s"
-        ' | awk -F: \'$1=="pub"{p=1} $1=="sub"{p=0} $1=="fpr"&&p{print $10;p=0}\'',
-        path,
-    )
-    return out.split()
 
 
 def test_tutorial_source_is_removed(host):
@@ -36,13 +28,13 @@ def test_only_amds_line_is_removed_from_the_admins_file(host):
 
 
 def test_amds_key_is_no_longer_trusted_for_every_repository(host):
-    assert fingerprints(host, "/etc/apt/trusted.gpg") == [OTHER_FPR]
+    assert primary_fingerprints(host, "/etc/apt/trusted.gpg") == [OTHER_FPR]
     assert not host.file("/etc/apt/trusted.gpg.d/rocm.gpg").exists
-    assert fingerprints(host, "/etc/apt/trusted.gpg.d/other-vendor.gpg") == [OTHER_FPR]
+    assert primary_fingerprints(host, "/etc/apt/trusted.gpg.d/other-vendor.gpg") == [OTHER_FPR]
 
 
 def test_the_versioned_signed_by_setup_replaces_it(host):
-    assert fingerprints(host, "/etc/apt/keyrings/rocm.gpg") == [AMD_FPR]
+    assert primary_fingerprints(host, "/etc/apt/keyrings/rocm.gpg") == [AMD_FPR]
     source = host.file("/etc/apt/sources.list.d/rocm.sources").content_string
     assert "Signed-By: /etc/apt/keyrings/rocm.gpg" in source
     assert host.file("/etc/apt/preferences.d/rocm-pin-600").exists

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 from pathlib import Path
 
+import playbook_runs
 import pytest
 import testinfra
+from playbook_runs import changed, said
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -37,23 +38,7 @@ def host():
 
 
 def play(extra_vars: dict, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(PROJECT / "roles"), ANSIBLE_NOCOLOR="1")
-    return subprocess.run(
-        ["ansible-playbook", "-i", INVENTORY, "-e", json.dumps(extra_vars), *args, str(PLAYBOOK)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-
-
-def said(run: subprocess.CompletedProcess) -> str:
-    """All the run printed (ansible-core 2.19 prints task failures to stderr), whitespace folded."""
-    return " ".join((run.stdout + run.stderr).split())
-
-
-def changed(run: subprocess.CompletedProcess) -> int:
-    return int(re.search(r"changed=(\d+)", run.stdout).group(1))
+    return playbook_runs.play(PLAYBOOK, extra_vars, *args)
 
 
 @pytest.mark.parametrize(
@@ -227,13 +212,9 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize(("extra_vars", "expected"), BAD_INPUT)
 def test_bad_input_fails_clearly_before_any_change(host, extra_vars, expected):
-    before = host.check_output(SNAPSHOT)
-    run = play(extra_vars)
-    assert run.returncode != 0, run.stdout[-2000:]
-    failure = said(run)
+    failure = playbook_runs.refused_without_change(host, SNAPSHOT, lambda: play(extra_vars))
     for fragment in expected:
         assert fragment in failure, (fragment, failure[-3000:])
-    assert host.check_output(SNAPSHOT) == before
 
 
 FAKE_PY = "/tmp/python3.13"

@@ -1,0 +1,52 @@
+"""Run a playbook against a Molecule scenario's hosts from its testinfra verifier, and read
+what the run said. For the cases that feed the roles bad input, or run them a second time."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+
+
+def play(playbook: Path, extra_vars: dict, *args: str) -> subprocess.CompletedProcess:
+    """ansible-playbook PLAYBOOK with EXTRA_VARS (highest precedence) and more ARGS."""
+    env = dict(
+        os.environ,
+        ANSIBLE_ROLES_PATH=str(PROJECT / "roles"),
+        ANSIBLE_NOCOLOR="1",
+        # One line per result: the yaml format folds long messages.
+        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
+    )
+    return subprocess.run(
+        ["ansible-playbook", "-i", INVENTORY, "-e", json.dumps(extra_vars), *args, str(playbook)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+
+
+def said(run: subprocess.CompletedProcess) -> str:
+    """All the run printed (ansible-core 2.19 prints task failures to stderr), whitespace folded."""
+    return " ".join((run.stdout + run.stderr).split())
+
+
+def changed(run: subprocess.CompletedProcess) -> int:
+    """The changed count of the run's recap (of its only host)."""
+    return int(re.search(r"changed=(\d+)", run.stdout).group(1))
+
+
+def refused_without_change(host, snapshot: str, run_play) -> str:
+    """Call RUN_PLAY (a run that must fail); assert that it failed and that SNAPSHOT, a shell
+    command printing the state a refused run must not touch, prints the same on HOST as before.
+    Returns what the run said."""
+    before = host.check_output(snapshot)
+    run = run_play()
+    assert run.returncode != 0, said(run)[-2000:]
+    assert host.check_output(snapshot) == before
+    return said(run)
