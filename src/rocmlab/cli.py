@@ -72,11 +72,11 @@ def build_parser() -> Parser:
         "smoke",
         help="train the tutorial's MLP on MNIST and check device, numbers, learning and speed",
         description=(
-            "Train the tutorial's 784-128-64-10 MLP with the dataset resident on the device, "
-            "check that GPU results agree with a float64 CPU reference, that the loss falls and "
-            "the test accuracy reaches its gate, and measure samples/s and matmul TFLOP/s. "
-            "Under `torchrun --nproc-per-node N` it trains with DistributedDataParallel. "
-            "The tutorial's exact recipe: --optimizer sgd --lr 0.01 --momentum 0 --batch-size 64."
+            "Train the tutorial's 784-128-64-10 MLP with the dataset resident on the device;\n"
+            "check that the GPU's forward and backward agree with a float64 CPU reference, that\n"
+            "the loss falls and that test accuracy reaches its gate; measure samples/s and\n"
+            "matmul TFLOP/s. Under `torchrun --nproc-per-node N`: DistributedDataParallel.\n"
+            "The tutorial's exact recipe: --optimizer sgd --lr 0.01 --momentum 0 --batch-size 64"
         ),
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -176,10 +176,10 @@ def build_parser() -> Parser:
         "fetch-mnist",
         help="stage the IDX files from a mirror URL or a directory, verifying SHA-256",
         description=(
-            "Copy or download the four IDX files of the dataset into DEST, verifying each "
-            "against its known SHA-256 before moving it in place. Downloads resume after a cut "
-            "connection and are retried a bounded number of times with exponential back-off. "
-            "Files already in DEST that verify are kept."
+            "Copy or download the dataset's four IDX files into DEST, each verified against its\n"
+            "known SHA-256 before it is moved in place. Downloads resume after a cut connection\n"
+            "and are retried a bounded number of times with exponential back-off. Files already\n"
+            "in DEST that verify are kept. Needs no PyTorch."
         ),
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
