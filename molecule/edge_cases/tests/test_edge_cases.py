@@ -167,7 +167,8 @@ def test_state_absent_removes_packages_sources_pin_and_keyring():
         "/etc/profile.d/rocm.sh",
     ):
         assert not h.file(path).exists, path
-    for package in ("rocm-hip-sdk", "rocm-opencl-sdk", "rocm-core"):
+    # AMD's rocminfo and rocm-smi go with rocm-core; Debian's are not installed in their place.
+    for package in ("rocm-hip-sdk", "rocm-opencl-sdk", "rocm-core", "rocminfo", "rocm-smi"):
         assert not h.package(package).is_installed, package
     update = h.run("apt-get update 2>&1")
     assert update.rc == 0 and "W:" not in update.stdout and "E:" not in update.stdout
@@ -178,3 +179,24 @@ def test_state_absent_twice_changes_nothing():
     run = play(D12, ABSENT)
     assert run.returncode == 0, run.stdout[-3000:]
     assert changed(run) == 0, run.stdout[-3000:]
+
+
+def test_rocm_7_adds_the_graphics_repository_and_a_separately_versioned_driver():
+    # 7.1.0: the repository path drops the trailing .0; the driver repository is amdgpu 30.20.
+    # The DKMS driver is asked for, and skipped because this host is a container.
+    run = play(D12, {"rocm_repo_version": "7.1.0", "rocm_packages_driver": "dkms"})
+    assert run.returncode == 0, said(run)[-3000:]
+    h = host(D12)
+    mirror = os.environ["ROCMLAB_MIRROR_URL"]
+    expected = {
+        "rocm": f"{mirror}/rocm/apt/7.1",
+        "rocm-graphics": f"{mirror}/graphics/7.1/ubuntu",
+        "amdgpu": f"{mirror}/amdgpu/30.20/ubuntu",
+    }
+    for name, uri in expected.items():
+        source = h.file(f"/etc/apt/sources.list.d/{name}.sources").content_string
+        assert f"URIs: {uri}\n" in source, (name, source)
+    assert h.package("rocm-core").version == "7.1.0.70100-1"
+    assert h.file("/opt/rocm/.info/version").content_string.strip() == "7.1.0"
+    assert "dkms is skipped: this host is a container" in said(run)
+    assert not h.package("amdgpu-dkms").is_installed

@@ -5,19 +5,29 @@
 
 from __future__ import annotations
 
+import functools
+
 DOCUMENTATION = r"""
 module: rocm_package_origins
 short_description: Tell which installed packages come from which apt origin
 description:
   - For each named package that is installed, reports its installed version, the Origin
     fields of the apt releases that offer that version (an empty list when only dpkg knows it),
-    and the Origin fields of the releases that offer any version of it.
+    the newest version that releases of I(origin) offer, and whether the installed version
+    shadows it.
+  - Shadowing is what apt's pin cannot undo: an installed version that I(origin) does not
+    offer and that sorts above the newest version I(origin) offers (a pin below 1000 never
+    downgrades). A lower version from elsewhere is simply upgraded to I(origin)'s.
   - Read-only: uses python3-apt's cache as apt-cache policy does.
 options:
   names:
     description: Package names to look at; names that are not installed are left out.
     type: list
     elements: str
+    required: true
+  origin:
+    description: The Origin whose packages should win (AMD's, C(repo.radeon.com)).
+    type: str
     required: true
 author: rocmlab
 """
@@ -29,7 +39,7 @@ installed:
   type: list
   elements: dict
   sample: [{"name": "rocminfo", "version": "5.2.3-2", "origins": ["Debian"],
-            "offered_by": ["Debian", "repo.radeon.com"]}]
+            "origin_version": "1.0.0.60402-1", "shadows": true}]
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
@@ -39,7 +49,7 @@ def origins_of(version):
     return sorted({pkg_file.origin for pkg_file, _index in version.file_list if pkg_file.origin})
 
 
-def installed_origins(cache, names):
+def installed_origins(apt_pkg, cache, names, origin):
     found = []
     for name in names:
         try:
@@ -49,13 +59,21 @@ def installed_origins(cache, names):
         current = package.current_ver
         if current is None:
             continue
-        offered_by = sorted({o for version in package.version_list for o in origins_of(version)})
+        offered = [v.ver_str for v in package.version_list if origin in origins_of(v)]
+        newest = max(offered, key=functools.cmp_to_key(apt_pkg.version_compare), default=None)
+        from_where = origins_of(current)
+        shadows = (
+            newest is not None
+            and origin not in from_where
+            and apt_pkg.version_compare(current.ver_str, newest) > 0
+        )
         found.append(
             {
                 "name": name,
                 "version": current.ver_str,
-                "origins": origins_of(current),
-                "offered_by": offered_by,
+                "origins": from_where,
+                "origin_version": newest,
+                "shadows": shadows,
             }
         )
     return found
@@ -63,7 +81,10 @@ def installed_origins(cache, names):
 
 def main():
     module = AnsibleModule(
-        argument_spec={"names": {"type": "list", "elements": "str", "required": True}},
+        argument_spec={
+            "names": {"type": "list", "elements": "str", "required": True},
+            "origin": {"type": "str", "required": True},
+        },
         supports_check_mode=True,
     )
     try:
@@ -74,7 +95,8 @@ def main():
         )
     apt_pkg.init()
     cache = apt_pkg.Cache(progress=None)
-    module.exit_json(changed=False, installed=installed_origins(cache, module.params["names"]))
+    installed = installed_origins(apt_pkg, cache, module.params["names"], module.params["origin"])
+    module.exit_json(changed=False, installed=installed)
 
 
 if __name__ == "__main__":
