@@ -37,8 +37,10 @@ def said(run: subprocess.CompletedProcess) -> str:
 
 
 def changed(run: subprocess.CompletedProcess) -> int:
-    """The changed count of the run's recap (of its only host)."""
-    return int(re.search(r"changed=(\d+)", run.stdout).group(1))
+    """The changed counts of the run's recap, added up over its hosts."""
+    counts = re.findall(r"^\S+\s+: ok=\d+\s+changed=(\d+)", run.stdout, re.M)
+    assert counts, run.stdout[-2000:]
+    return sum(int(count) for count in counts)
 
 
 def refused_without_change(host, snapshot: str, run_play) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import testinfra.utils.ansible_runner
+from playbook_runs import changed, play, said
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")
@@ -79,3 +80,9 @@ def test_an_altered_dataset_fails_the_job_naming_the_file(host):
         assert "t10k-labels-idx1-ubyte" in result.stdout + result.stderr
     finally:
         host.run_expect([0], f"cp /tmp/labels.bak {labels}")
+
+
+def test_check_mode_on_the_converged_host_changes_nothing():
+    run = play(Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml", {}, "--check")
+    assert run.returncode == 0, said(run)[-3000:]
+    assert changed(run) == 0, said(run)[-3000:]
