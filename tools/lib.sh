@@ -89,6 +89,17 @@ prepare_lab() {
   export ANSIBLE_CONFIG="$ROCMLAB_ROOT/ansible.cfg"
 }
 
+# The Debian 12 image the fixtures build and serve with: as prepare_lab left it, or made now.
+ensure_fixture_image() {
+  if [ -z "${ROCMLAB_IMAGE_DEBIAN12:-}" ]; then
+    ensure_engine
+    ensure_images
+  fi
+  docker info >/dev/null 2>&1 || die "no Docker engine answers (run 'source tools/lib.sh; prepare_lab')"
+  docker image inspect "$ROCMLAB_IMAGE_DEBIAN12" >/dev/null 2>&1 \
+    || die "image $ROCMLAB_IMAGE_DEBIAN12 is missing (run 'source tools/lib.sh; prepare_lab')"
+}
+
 # Serve DIR read-only over HTTP from a container NAME on the test network (rocmlab-test), as a
 # lab's mirror would, with Python's http.server (a plain listing, which pip's --find-links and apt
 # both read). The container is recreated when it is not running or serves another image, directory
@@ -125,4 +136,12 @@ serve_dir() {
   done
   docker logs --tail 20 "$name" >&2 2>&1 || true
   die "$name does not serve /$probe (its log is above)"
+}
+
+# Remove the container NAME that serve_dir started; the network and what it served stay.
+stop_served() {
+  if docker inspect "$1" >/dev/null 2>&1; then
+    docker rm -f "$1" >/dev/null
+    say "Removed $1 (the network $ROCMLAB_TEST_NETWORK and the cache stay)"
+  fi
 }
