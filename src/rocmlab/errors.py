@@ -18,13 +18,18 @@ class ExitCode(IntEnum):
 class RocmlabError(Exception):
     """An error with a user-facing message and the exit code it maps to."""
 
-    exit_code: ExitCode = ExitCode.CHECK_FAILED
+    exit_code: int = ExitCode.CHECK_FAILED
 
 
 class UsageError(RocmlabError):
-    """Bad command-line arguments (exit 4)."""
+    """Bad command-line arguments (exit 4 for smoke and fetch-mnist; a command may use another)."""
 
-    exit_code = ExitCode.BAD_ARGUMENTS
+    exit_code: int = ExitCode.BAD_ARGUMENTS
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
 
 
 class DataError(RocmlabError):

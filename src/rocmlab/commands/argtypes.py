@@ -1,0 +1,34 @@
+"""argparse types shared by the commands: numbers checked for range, with a message that names
+what would be accepted."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def number(
+    kind: Callable[[str], float], low: float, high: float, what: str
+) -> Callable[[str], float]:
+    """An argparse type: ``kind(text)`` within [low, high], else an error naming ``what``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range: expected {what}")
+        return value
+
+    return parse
+
+
+POSITIVE_INT = number(int, 1, 1_000_000, "a whole number >= 1")
+SEED = number(int, 0, 2**63 - 1, "a whole number >= 0")
+LR = number(float, 1e-12, 10.0, "a learning rate in (0, 10]")
+MOMENTUM = number(float, 0.0, 0.999, "a momentum in [0, 0.999]")
+FRACTION = number(float, 0.0, 1.0, "an accuracy between 0 and 1")
+SECONDS = number(float, 0.0, 3600.0, "seconds between 0 and 3600")
+ATTEMPTS = number(int, 1, 100, "a whole number between 1 and 100")

@@ -1,0 +1,156 @@
+"""``rocmlab smoke``: its arguments, and the call into rocmlab.smoke (imported only to run)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rocmlab.amp import AMP_CHOICES
+from rocmlab.commands.argtypes import FRACTION, LR, MOMENTUM, POSITIVE_INT, SEED
+from rocmlab.datasets import DATASETS
+from rocmlab.errors import UsageError
+from rocmlab.gates import DEFAULT_EPOCHS, DEFAULT_RECIPE
+
+NAME = "smoke"
+EXIT_CODES = """exit codes:
+  0  all checks passed
+  1  a check failed (or torch is missing)
+  2  a GPU was required but the run would be on the CPU
+  3  data missing, truncated, altered or not fetchable
+  4  bad arguments"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``rocmlab smoke``."""
+    smoke = sub.add_parser(
+        NAME,
+        help="train the tutorial's MLP on MNIST and check device, numbers, learning and speed",
+        description=(
+            "Train the tutorial's 784-128-64-10 MLP with the dataset resident on the device;\n"
+            "check that the GPU's forward and backward agree with a float64 CPU reference, that\n"
+            "the loss falls and that test accuracy reaches its gate; measure samples/s and\n"
+            "matmul TFLOP/s. Under `torchrun --nproc-per-node N`: DistributedDataParallel.\n"
+            "The tutorial's exact recipe: --optimizer sgd --lr 0.01 --momentum 0 --batch-size 64"
+        ),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    smoke.add_argument(
+        "--data",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="directory with the IDX files (flat or torchvision's MNIST/raw/, "
+        "gzipped or not); nothing is downloaded",
+    )
+    smoke.add_argument(
+        "--dataset",
+        choices=sorted(DATASETS),
+        default="mnist",
+        help="which dataset DIR holds (default: %(default)s)",
+    )
+    smoke.add_argument(
+        "--device",
+        choices=("auto", "cuda", "cpu"),
+        default="auto",
+        help="auto: the GPU when torch sees one, else the CPU; ROCm uses 'cuda' "
+        "(default: %(default)s)",
+    )
+    smoke.add_argument(
+        "--require-gpu",
+        action="store_true",
+        help="fail with exit code 2 when the run would be on the CPU",
+    )
+    smoke.add_argument(
+        "--epochs",
+        type=POSITIVE_INT,
+        default=DEFAULT_EPOCHS,
+        metavar="N",
+        help="training epochs (default: %(default)s)",
+    )
+    smoke.add_argument(
+        "--batch-size",
+        type=POSITIVE_INT,
+        default=DEFAULT_RECIPE["batch_size"],
+        metavar="N",
+        help="batch size per process (default: %(default)s)",
+    )
+    smoke.add_argument(
+        "--optimizer",
+        choices=("adam", "sgd"),
+        default=DEFAULT_RECIPE["optimizer"],
+        help="(default: %(default)s)",
+    )
+    smoke.add_argument(
+        "--lr",
+        type=LR,
+        default=DEFAULT_RECIPE["lr"],
+        metavar="F",
+        help="learning rate (default: %(default)s)",
+    )
+    smoke.add_argument(
+        "--momentum",
+        type=MOMENTUM,
+        default=None,
+        metavar="F",
+        help="SGD momentum (default: 0; only with --optimizer sgd)",
+    )
+    smoke.add_argument(
+        "--amp",
+        choices=AMP_CHOICES,
+        default="auto",
+        help="mixed precision: auto picks bf16 where the GPU has it (never on "
+        "gfx10xx), else fp16; off on the CPU (default: %(default)s)",
+    )
+    smoke.add_argument(
+        "--min-accuracy",
+        type=FRACTION,
+        default=None,
+        metavar="F",
+        help="test accuracy gate (default: per dataset, epochs and recipe; see docs/smoke-job.md)",
+    )
+    smoke.add_argument(
+        "--seed",
+        type=SEED,
+        default=0,
+        metavar="N",
+        help="seed for weights and shuffling (default: %(default)s)",
+    )
+    smoke.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        dest="json_path",
+        help="also write the report as JSON to PATH (rank 0 only)",
+    )
+    smoke.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``rocmlab smoke``."""
+    if args.momentum is not None and args.optimizer != "sgd":
+        raise UsageError(f"--momentum {args.momentum:g}: only valid with --optimizer sgd")
+    if args.require_gpu and args.device == "cpu":
+        raise UsageError("--require-gpu contradicts --device cpu: drop one of them")
+    from rocmlab.torch_import import import_torch
+
+    import_torch()
+    from rocmlab.smoke import SmokeOptions, run_smoke
+
+    options = SmokeOptions(
+        data=args.data,
+        dataset=args.dataset,
+        device=args.device,
+        require_gpu=args.require_gpu,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        optimizer=args.optimizer,
+        lr=args.lr,
+        momentum=args.momentum or 0.0,
+        amp=args.amp,
+        min_accuracy=args.min_accuracy,
+        seed=args.seed,
+        json_path=args.json_path,
+    )
+    return run_smoke(options)
