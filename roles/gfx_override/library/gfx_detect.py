@@ -122,7 +122,7 @@ AMD_VENDOR_ID = 0x1002
 # display controller (Instinct MI100/MI200), processing accelerator (Instinct MI300).
 GPU_PCI_CLASSES = frozenset({0x0300, 0x0302, 0x0380, 0x1200})
 KFD_NODES = ("class", "kfd", "kfd", "topology", "nodes")
-VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+VERSION_RE = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})")
 GFX_NAME_RE = re.compile(r"^gfx(\d+)([0-9a-f])([0-9a-f])$")
 LSPCI_LINE_RE = re.compile(
     r"^(?:(?P<domain>[0-9a-f]{4,}):)?(?P<bus>[0-9a-f]{2}):(?P<dev>[0-9a-f]{2})\.(?P<fn>[0-7])"
@@ -158,11 +158,33 @@ def gfx_native_version(gfx: str) -> str:
 
 def valid_override(value: str) -> bool:
     """Whether libhsakmt accepts the value: %u.%u.%u, major <= 63, minor and stepping <= 255."""
-    match = VERSION_RE.match(value)
+    match = VERSION_RE.fullmatch(value)
     if not match:
         return False
     major, minor, stepping = (int(part) for part in match.groups())
     return major <= 63 and minor <= 255 and stepping <= 255
+
+
+# Control characters would end a comment line in the files the role writes and start a line
+# of their own there; the tables' text lands in those comments.
+CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def table_problems(targets: dict, pci_ids: dict) -> list[str]:
+    """Entries of the merged tables that must not reach the environment files."""
+    problems = []
+    for gfx, entry in targets.items():
+        override = str((entry or {}).get("override", ""))
+        if override and not valid_override(override):
+            problems.append(f"targets.{gfx}.override {override!r} is not major.minor.stepping.")
+        for key, value in (entry or {}).items():
+            if isinstance(value, str) and CONTROL_RE.search(value):
+                problems.append(f"targets.{gfx}.{key} {value!r} holds a control character.")
+    for pci_id, entry in pci_ids.items():
+        for key, value in (entry or {}).items():
+            if isinstance(value, str) and CONTROL_RE.search(value):
+                problems.append(f"pci_ids.{pci_id}.{key} {value!r} holds a control character.")
+    return problems
 
 
 def pci_address(domain: int, location_id: int) -> str:
@@ -505,6 +527,9 @@ def main() -> None:
             msg=f"version {params['version']!r} is not major.minor.stepping (like 10.3.0) "
             "with major <= 63 and minor, stepping <= 255"
         )
+    bad = table_problems(params["targets"], params["pci_ids"])
+    if bad:
+        module.fail_json(msg=" ".join(bad) + " Nothing on this host was changed.")
     root = params["sysfs_root"]
     pci_ids = {str(key).lower().zfill(4): value for key, value in params["pci_ids"].items()}
     warnings: list[str] = []

@@ -1,0 +1,194 @@
+#!/usr/bin/python
+# Copyright: rocmlab contributors
+# Apache License 2.0
+"""Report (and optionally wait out) what stops apt: the dpkg lock, an interrupted dpkg, and
+packages left unpacked or half-configured."""
+
+from __future__ import annotations
+
+import os
+import time
+
+DOCUMENTATION = r"""
+module: rocmlab_dpkg
+short_description: Tell whether dpkg can install now, and why not
+description:
+  - Reads who holds dpkg's and apt's locks (from C(/proc/locks), with the holder's PID and
+    command line), whether a dpkg run was interrupted (files left in C(/var/lib/dpkg/updates),
+    the state C(dpkg --configure -a) finishes), and which packages are not fully installed
+    (the states C(dpkg --audit) lists - half-installed, unpacked, half-configured,
+    triggers-awaited, triggers-pending).
+  - With I(wait) greater than 0, waits up to that many seconds for the locks to be released and
+    fails naming the holder when they are not.
+  - Read-only; changes nothing on the host.
+options:
+  wait:
+    description: Seconds to wait for the locks; 0 reports at once.
+    type: int
+    default: 0
+  root:
+    description: The file system root to read (tests point it at a copied tree).
+    type: path
+    default: /
+author: rocmlab
+"""
+
+RETURN = r"""
+lock_holders:
+  description: The processes holding a dpkg or apt lock.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - lock: /var/lib/dpkg/lock-frontend
+      pid: 812
+      command: /usr/bin/python3 /usr/bin/unattended-upgrade
+interrupted:
+  description: Whether a dpkg run was interrupted (dpkg refuses to work until dpkg --configure -a).
+  returned: always
+  type: bool
+unconfigured:
+  description: Packages dpkg --audit would list, with their state.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"package": "rocminfo", "state": "unpacked"}]
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+
+LOCKS = (
+    "var/lib/dpkg/lock-frontend",
+    "var/lib/dpkg/lock",
+    "var/lib/apt/lists/lock",
+    "var/cache/apt/archives/lock",
+)
+# dpkg's package states (the third word of Status:) that dpkg --audit reports.
+BROKEN_STATES = (
+    "half-installed",
+    "unpacked",
+    "half-configured",
+    "triggers-awaited",
+    "triggers-pending",
+)
+POLL_SECONDS = 2
+
+
+def locked_inodes(proc_locks):
+    """{(major, minor, inode): pid} of the write locks in a /proc/locks text."""
+    held = {}
+    for line in proc_locks.splitlines():
+        fields = line.split()
+        # "1: POSIX  ADVISORY  WRITE 812 08:01:1234 0 EOF"; blocked waiters start with "->".
+        if len(fields) < 6 or fields[1] == "->":
+            continue
+        try:
+            major, minor, inode = fields[5].split(":")
+            held[(int(major, 16), int(minor, 16), int(inode))] = int(fields[4])
+        except ValueError:
+            continue
+    return held
+
+
+def command_of(root, pid):
+    """The command line of PID, or a note that it cannot be read."""
+    try:
+        with open(os.path.join(root, "proc", str(pid), "cmdline"), "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return "(its command line cannot be read)"
+    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip() or "(a kernel thread)"
+
+
+def lock_holders(root):
+    """Who holds each of apt's and dpkg's locks."""
+    try:
+        with open(os.path.join(root, "proc", "locks")) as handle:
+            held = locked_inodes(handle.read())
+    except OSError:
+        return []
+    holders = []
+    for lock in LOCKS:
+        try:
+            st = os.stat(os.path.join(root, lock))
+        except OSError:
+            continue
+        pid = held.get((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
+        if pid is not None and pid != os.getpid():
+            holders.append({"lock": "/" + lock, "pid": pid, "command": command_of(root, pid)})
+    return holders
+
+
+def interrupted(root):
+    """Whether dpkg left journal files in updates/ (what makes it demand --configure -a)."""
+    try:
+        names = os.listdir(os.path.join(root, "var/lib/dpkg/updates"))
+    except OSError:
+        return False
+    return any(name.isdigit() for name in names)
+
+
+def unconfigured(status_text):
+    """Packages in a dpkg status file whose state dpkg --audit reports."""
+    found = []
+    for stanza in status_text.split("\n\n"):
+        fields = {}
+        for line in stanza.splitlines():
+            if line[:1] not in (" ", "\t") and ":" in line:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        words = fields.get("Status", "").split()
+        if len(words) == 3 and words[2] in BROKEN_STATES:
+            found.append({"package": fields.get("Package", "?"), "state": words[2]})
+    return found
+
+
+def read_state(root):
+    """Everything the module reports."""
+    try:
+        with open(
+            os.path.join(root, "var/lib/dpkg/status"), encoding="utf-8", errors="replace"
+        ) as handle:
+            status = handle.read()
+    except OSError:
+        status = ""
+    return {
+        "lock_holders": lock_holders(root),
+        "interrupted": interrupted(root),
+        "unconfigured": unconfigured(status),
+    }
+
+
+def describe(holders):
+    """The holders in one phrase."""
+    return "; ".join(f"{h['lock']} by PID {h['pid']} ({h['command']})" for h in holders)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "wait": {"type": "int", "default": 0},
+            "root": {"type": "path", "default": "/"},
+        },
+        supports_check_mode=True,
+    )
+    root, deadline = module.params["root"], time.monotonic() + max(0, module.params["wait"])
+    state = read_state(root)
+    while state["lock_holders"] and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+        state = read_state(root)
+    if state["lock_holders"] and module.params["wait"] > 0:
+        module.fail_json(
+            msg=(
+                f"The dpkg lock is still held after {module.params['wait']} s: "
+                f"{describe(state['lock_holders'])}. Wait for it to finish (unattended-upgrades "
+                "can take several minutes), or raise rocmlab_dpkg_lock_timeout. Nothing on this "
+                "host was changed."
+            ),
+            **state,
+        )
+    module.exit_json(changed=False, **state)
+
+
+if __name__ == "__main__":
+    main()
