@@ -15,10 +15,10 @@ description:
     fields of the apt releases that offer that version (an empty list when only dpkg knows it),
     the newest version that releases of I(origin) offer, and whether the installed version
     shadows it.
-  - Shadowing is what apt's pin cannot undo: an installed version that I(origin) does not
+  - Shadowing is what apt's pin cannot undo, an installed version that I(origin) does not
     offer and that sorts above the newest version I(origin) offers (a pin below 1000 never
     downgrades). A lower version from elsewhere is simply upgraded to I(origin)'s.
-  - Read-only: uses python3-apt's cache as apt-cache policy does.
+  - Read-only. Uses python3-apt's cache as apt-cache policy does.
 options:
   names:
     description: Package names to look at; names that are not installed are left out.
