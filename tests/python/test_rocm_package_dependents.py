@@ -19,12 +19,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ansible.module_utils
 import pytest
+from ansible.module_utils import basic
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY = REPO / "roles" / "rocm_packages" / "library"
 FIXTURE = REPO / "tests" / "fixtures" / "dpkg_status"
 SYSTEM_PYTHON = "/usr/bin/python3"
+
+# What ansible-core does for a role's module_utils directory.
+ansible.module_utils.__path__.append(str(LIBRARY.parent / "module_utils"))
 
 _spec = importlib.util.spec_from_file_location(
     "rocm_package_dependents", LIBRARY / "rocm_package_dependents.py"
@@ -151,6 +156,7 @@ def run_module(names: list[str], env: dict[str, str], workdir: Path) -> dict[str
     env = dict(
         env,
         ANSIBLE_LIBRARY=str(LIBRARY),
+        ANSIBLE_MODULE_UTILS=str(LIBRARY.parent / "module_utils"),
         ANSIBLE_STDOUT_CALLBACK="json",
         ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
         ANSIBLE_NOCOLOR="1",
@@ -295,3 +301,19 @@ def test_module_on_this_machines_apt_cache(tmp_path):
     assert found["installed"] is True
     assert "python3-apt" in found["dependents"]
     assert found["dependents"] == dependents(status, "python3")
+
+
+def test_module_without_python3_apt_says_what_to_install(capsys, monkeypatch):
+    # The project's virtual environment has no python3-apt (a Debian package, not on PyPI).
+    if importlib.util.find_spec("apt_pkg") is not None:
+        pytest.skip("this Python has python3-apt")
+    args = {"ANSIBLE_MODULE_ARGS": {"name": "rocm-core"}}
+    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", json.dumps(args).encode())
+    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy")
+    with pytest.raises(SystemExit):
+        rocm_package_dependents.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["failed"] is True
+    assert result["msg"] == (
+        "rocm_package_dependents needs python3-apt on the host: apt-get install python3-apt"
+    )

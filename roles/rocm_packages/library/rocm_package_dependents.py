@@ -70,6 +70,7 @@ dependents:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+from ansible.module_utils.rocm_apt import apt_cache  # noqa: E402
 
 STRONG_DEPENDENCIES = ("Depends", "PreDepends")
 
@@ -125,14 +126,7 @@ def main() -> None:
         argument_spec={"name": {"type": "str", "required": True}},
         supports_check_mode=True,
     )
-    try:
-        import apt_pkg
-    except ImportError:
-        module.fail_json(
-            msg="rocm_package_dependents needs python3-apt on the host: apt-get install python3-apt"
-        )
-    apt_pkg.init()
-    cache = apt_pkg.Cache(progress=None)
+    _apt_pkg, cache = apt_cache(module, "rocm_package_dependents")
     name = module.params["name"]
     try:
         package = cache[name]
