@@ -98,6 +98,7 @@ import tempfile  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.rocm_gpg import (  # noqa: E402
     GpgError,
+    GpgMissing,
     KeyNotFound,
     exported_key,
     keyring_fingerprints,
@@ -112,7 +113,7 @@ def read_keys(path: str) -> list[str]:
         return []
     found, error = keyring_fingerprints(path)
     if error is not None:
-        raise GpgError(f"cannot read the keyring {path}: {error}")
+        raise GpgError(f"path: cannot read the keyring {path}: {error}")
     return found
 
 
@@ -140,7 +141,12 @@ def wanted_content(params: dict, fingerprint: str, path: str) -> tuple[bytes | N
     """(the content PATH should have, or None to leave it as it is; the keys it then holds)."""
     if params["state"] == "present":
         armor = path.endswith(".asc")
-        return exported_key(params["src"], fingerprint, armor), [fingerprint]
+        try:
+            return exported_key(params["src"], fingerprint, armor), [fingerprint]
+        except (KeyNotFound, GpgMissing):
+            raise
+        except GpgError as err:
+            raise GpgError(f"src: cannot read the key file {params['src']}: {err}") from err
     keys = read_keys(path)
     if fingerprint not in keys:
         return None, keys
@@ -177,7 +183,7 @@ def main() -> None:
     except KeyNotFound as err:
         module.fail_json(msg=f"src: {err}", src_fingerprints=err.found, **result)
     except GpgError as err:
-        module.fail_json(msg=f"rocm_keyring: {err}", **result)
+        module.fail_json(msg=str(err), **result)
     if content is not None and content != current_content(path):
         result["changed"] = True
         if module._diff:
