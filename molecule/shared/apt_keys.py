@@ -1,13 +1,27 @@
-"""Reading OpenPGP keyrings on a test host the way the rocm_repo role does."""
+"""Reading OpenPGP keyrings on a test host the way the rocm_repo role does.
+
+gpg runs on the test host; its --with-colons output is parsed here by the role's own parser
+(roles/rocm_repo/module_utils/rocm_gpg.py, plain Python), so the verifiers and the role's
+modules cannot disagree on which fingerprints are primary keys.
+"""
 
 from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+_ROCM_GPG = Path(__file__).resolve().parents[2] / "roles/rocm_repo/module_utils/rocm_gpg.py"
+_spec = importlib.util.spec_from_file_location("rocm_gpg", _ROCM_GPG)
+assert _spec is not None and _spec.loader is not None
+rocm_gpg = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(rocm_gpg)
 
 
 def primary_fingerprints(host, path: str) -> list[str]:
     """Fingerprints of the primary keys in the keyring file PATH on HOST (subkeys left out)."""
-    out = host.check_output(
-        "gpg --homedir $(mktemp -d) --batch --show-keys --with-colons %s"
-        ' | awk -F: \'$1=="pub"{p=1} $1=="sub"{p=0} $1=="fpr"&&p{print $10;p=0}\'',
+    colons = host.check_output(
+        'home=$(mktemp -d) && gpg --homedir "$home" --batch --no-autostart'
+        ' --show-keys --with-colons %s; rc=$?; rm -rf "$home"; exit $rc',
         path,
     )
-    return out.split()
+    return rocm_gpg.primary_fingerprints(colons)

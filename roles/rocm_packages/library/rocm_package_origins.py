@@ -15,10 +15,10 @@ description:
     fields of the apt releases that offer that version (an empty list when only dpkg knows it),
     the newest version that releases of I(origin) offer, and whether the installed version
     shadows it.
-  - Shadowing is what apt's pin cannot undo: an installed version that I(origin) does not
+  - Shadowing is what apt's pin cannot undo, an installed version that I(origin) does not
     offer and that sorts above the newest version I(origin) offers (a pin below 1000 never
     downgrades). A lower version from elsewhere is simply upgraded to I(origin)'s.
-  - Read-only: uses python3-apt's cache as apt-cache policy does.
+  - Read-only. Uses python3-apt's cache as apt-cache policy does.
 options:
   names:
     description: Package names to look at; names that are not installed are left out.
@@ -43,6 +43,7 @@ installed:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+from ansible.module_utils.rocm_apt import apt_cache  # noqa: E402
 
 
 def origins_of(version):
@@ -87,14 +88,7 @@ def main():
         },
         supports_check_mode=True,
     )
-    try:
-        import apt_pkg
-    except ImportError:
-        module.fail_json(
-            msg="rocm_package_origins needs python3-apt on the host: apt-get install python3-apt"
-        )
-    apt_pkg.init()
-    cache = apt_pkg.Cache(progress=None)
+    apt_pkg, cache = apt_cache(module, "rocm_package_origins")
     installed = installed_origins(apt_pkg, cache, module.params["names"], module.params["origin"])
     module.exit_json(changed=False, installed=installed)
 
