@@ -24,7 +24,11 @@ KERNEL_LOG_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
         (FAIL, "firmware missing", r"Direct firmware load for amdgpu/\S+ failed"),
         (FAIL, "firmware rejected", r"fail to request/validate \S+ microcode"),
         (FAIL, "GPU reset failed", r"GPU reset\(\d+\) failed|GPU Recovery Failed"),
-        (FAIL, "unsigned module refused", r"Loading of unsigned module is rejected"),
+        (
+            FAIL,
+            "unsigned module refused",
+            r"Loading of unsigned module is rejected|unsigned module loading is restricted",
+        ),
         (WARN, "ring timeout", r"ring \S+ timeout"),
         (WARN, "GPU reset", r"GPU reset begin!|GPU reset\(\d+\) succeeded|GPU reset succeeded"),
         (WARN, "VRAM lost", r"VRAM is lost due to GPU reset"),
@@ -202,11 +206,19 @@ def kernel_table() -> dict[str, Any]:
     return json.loads(text)
 
 
+# Ubuntu releases by codename, for derivatives (Linux Mint, Pop!_OS) that name their base in
+# os-release's UBUNTU_CODENAME and run its kernels.
+UBUNTU_CODENAMES = {"jammy": "22.04", "noble": "24.04"}
+
+
 def distribution_key(ctx: Context) -> str:
-    """``ubuntu 24.04`` / ``debian 12`` from os-release."""
+    """``ubuntu 24.04`` / ``debian 12`` from os-release; an Ubuntu derivative as its base."""
     fields = ctx.os_release()
     ident = fields.get("ID", "").lower()
     version = fields.get("VERSION_ID", "")
+    base = UBUNTU_CODENAMES.get(fields.get("UBUNTU_CODENAME", ""))
+    if ident != "ubuntu" and base:
+        return f"ubuntu {base}"
     if ident == "debian":
         version = version.split(".")[0]
     return f"{ident} {version}".strip()
