@@ -40,6 +40,12 @@ def check_amdgpu_driver(ctx: Context) -> Result:
                 "wait for it to finish loading or unloading, then rerun; if it stays, "
                 "reboot and read this doctor's kernel_log check",
             )
+        if not on_bus and not _no_gpu_expected(ctx):
+            return warned(
+                f"amdgpu is loaded ({origin}) but no AMD GPU is on the PCI bus",
+                "reseat the card and check its power cables (`lspci -nn | grep -i amd` lists "
+                "it when the slot sees it); with --expect-gpus 0 this is expected",
+            )
         return passed(f"amdgpu loaded ({origin}); {len(on_bus)} AMD GPU(s) on the PCI bus")
     if on_bus:
         addresses = ", ".join(dev.address for dev in on_bus)
