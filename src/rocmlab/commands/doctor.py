@@ -37,28 +37,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    doctor.add_argument(
-        "--sysfs-root",
-        type=Path,
-        default=Path("/sys"),
-        metavar="DIR",
-        help="where sysfs is (a copied tree for tests; default: %(default)s)",
-    )
-    doctor.add_argument(
-        "--dev-root",
-        type=Path,
-        default=Path("/dev"),
-        metavar="DIR",
-        help="where /dev is (default: %(default)s)",
-    )
-    doctor.add_argument(
-        "--root",
-        type=Path,
-        default=Path("/"),
-        metavar="DIR",
-        help="where the rest of the file system is: /etc, /opt/rocm, /var/lib/dpkg, /proc, "
-        "/lib/modules (default: %(default)s)",
-    )
+    for option, default, what in (
+        ("--sysfs-root", "/sys", "where sysfs is (a copied tree for tests)"),
+        ("--dev-root", "/dev", "where /dev is"),
+        ("--root", "/", "where the rest of the file system is: /etc, /opt/rocm, /var/lib/dpkg, "
+         "/proc, /lib/modules"),
+    ):  # fmt: skip
+        doctor.add_argument(
+            option, type=Path, default=Path(default), metavar="DIR",
+            help=f"{what} (default: %(default)s)",
+        )  # fmt: skip
     doctor.add_argument(
         "--kernel-log",
         type=Path,

@@ -70,16 +70,20 @@ class Gpu:
         return f"{where}{name} ({self.gfx or 'unknown target'})"
 
 
-def decode_gfx_target_version(value: int) -> str:
-    """KFD's gfx_target_version (major*10000 + minor*100 + stepping, minor and stepping one hex
-    digit each) as gfxNNN: 100301 -> gfx1031, 90010 -> gfx90a; "" for 0 or out of range."""
-    if value <= 0:
-        return ""
-    major, rest = divmod(value, 10000)
-    minor, stepping = divmod(rest, 100)
+def _gfx_name(major: int, minor: int, stepping: int) -> str:
+    """gfxNNN with minor and stepping one hex digit each; "" when they do not fit one."""
     if minor > 15 or stepping > 15:
         return ""
     return f"gfx{major}{minor:x}{stepping:x}"
+
+
+def decode_gfx_target_version(value: int) -> str:
+    """KFD's gfx_target_version (major*10000 + minor*100 + stepping) as gfxNNN: 100301 ->
+    gfx1031, 90010 -> gfx90a; "" for 0 or out of range."""
+    if value <= 0:
+        return ""
+    major, rest = divmod(value, 10000)
+    return _gfx_name(major, *divmod(rest, 100))
 
 
 def gfx_native_version(gfx: str) -> str:
@@ -90,25 +94,22 @@ def gfx_native_version(gfx: str) -> str:
     return f"{int(match[1])}.{int(match[2], 16)}.{int(match[3], 16)}"
 
 
+def _override_parts(value: str) -> tuple[int, int, int] | None:
+    match = OVERRIDE_RE.match(value.strip())
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
 def override_target(value: str) -> str:
     """The gfx target an HSA_OVERRIDE_GFX_VERSION value makes the runtime load: 10.3.0 ->
     gfx1030; "" when the value is not major.minor.stepping with one-hex-digit minor/stepping."""
-    match = OVERRIDE_RE.match(value.strip())
-    if not match:
-        return ""
-    major, minor, stepping = (int(part) for part in match.groups())
-    if minor > 15 or stepping > 15:
-        return ""
-    return f"gfx{major}{minor:x}{stepping:x}"
+    parts = _override_parts(value)
+    return _gfx_name(*parts) if parts else ""
 
 
 def valid_override(value: str) -> bool:
     """Whether libhsakmt accepts the value: %u.%u.%u, major <= 63, minor and stepping <= 255."""
-    match = OVERRIDE_RE.match(value)
-    if not match:
-        return False
-    major, minor, stepping = (int(part) for part in match.groups())
-    return major <= 63 and minor <= 255 and stepping <= 255
+    parts = _override_parts(value)
+    return parts is not None and parts[0] <= 63 and parts[1] <= 255 and parts[2] <= 255
 
 
 def parse_properties(text: str) -> dict[str, int | str]:
