@@ -690,3 +690,51 @@ def test_user_info_of_this_process() -> None:
 def test_torch_info_fields_match_the_probe() -> None:
     info = TorchInfo(version="x")
     assert info.hip is None and info.arch_list == []
+
+
+def test_kernel_log_falls_back_from_journalctl_to_dmesg() -> None:
+    from rocmlab.doctor.context import CommandResult, load_kernel_log
+
+    calls = []
+
+    def runner(argv):
+        calls.append(argv[0])
+        if argv[0] == "journalctl":
+            return CommandResult(1, "", "No journal files were found.\n")
+        return CommandResult(0, (LOGS / "firmware-missing.log").read_text())
+
+    log = load_kernel_log(None, runner)
+    assert calls == ["journalctl", "dmesg"] and log.source == "dmesg"
+    assert "Fatal error during GPU init" in log.text
+
+
+def test_kernel_log_unreadable_says_why() -> None:
+    from rocmlab.doctor.context import CommandResult, load_kernel_log
+
+    def runner(argv):
+        if argv[0] == "dmesg":
+            return CommandResult(1, "", "dmesg: read kernel buffer failed: Operation not permitted")
+        return None
+
+    log = load_kernel_log(None, runner)
+    assert log.text is None
+    assert "journalctl is not installed" in log.error
+    assert "Operation not permitted" in log.error
+
+
+def test_recorded_dmesg_is_the_kernel_log(case, tmp_path: Path) -> None:
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    (recorded / "dmesg.txt").write_text((LOGS / "psp-hw-init-failed.log").read_text())
+    ctx = case("radeon-healthy")
+    report = tmp_path / "r.json"
+    argv = [
+        sys.executable, "-m", "rocmlab", "doctor",
+        "--sysfs-root", str(ctx.sysfs_root), "--dev-root", str(ctx.dev_root),
+        "--root", str(ctx.root), "--commands-from", str(recorded), "--json", str(report),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
+    by_name = {c["name"]: c for c in json.loads(report.read_text())["checks"]}
+    assert by_name["kernel_log"]["status"] == "fail"
+    assert any("PSP firmware loading failed" in line for line in by_name["kernel_log"]["evidence"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rocmlab import __version__
 from rocmlab.commands.argtypes import number
-from rocmlab.errors import UsageError
+from rocmlab.errors import RocmlabError, UsageError
 
 NAME = "doctor"
 USAGE_EXIT = 2
@@ -59,9 +59,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="answer clinfo -l, modinfo, mokutil and dkms status from files saved in DIR "
-        "(clinfo-l.txt, modinfo-signer-amdgpu.txt, mokutil-test-key.txt, dkms-status.txt; "
-        "a missing file = not installed) instead of running them",
+        help="answer clinfo -l, modinfo, mokutil, dkms status and the kernel log from files "
+        "saved in DIR (clinfo-l.txt, modinfo-signer-amdgpu.txt, mokutil-test-key.txt, "
+        "dkms-status.txt, journalctl-k.txt or dmesg.txt; a missing file = not installed) "
+        "instead of running them",
     )
     doctor.add_argument(
         "--expect-gpus",
@@ -130,5 +131,8 @@ def run(args: argparse.Namespace) -> int:
             created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             user=ctx.user.name,
         )
-        write_json(doc, args.json_path)
+        try:
+            write_json(doc, args.json_path)
+        except OSError as exc:
+            raise RocmlabError(f"--json {args.json_path}: cannot write it ({exc})") from exc
     return exit_code(results)

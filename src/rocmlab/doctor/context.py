@@ -60,13 +60,16 @@ RECORDED_NAMES = {
     ("dkms", "status"): "dkms-status.txt",
     ("mokutil", "--sb-state"): "mokutil-sb-state.txt",
     ("mokutil", "--test-key"): "mokutil-test-key.txt",
+    ("journalctl", "-k", "-b", "0", "--no-pager", "-q"): "journalctl-k.txt",
+    ("dmesg",): "dmesg.txt",
 }
 
 
 def recorded_runner(folder: Path) -> CommandRunner:
     """A runner that answers from files saved earlier (``--commands-from``): DIR/clinfo-l.txt
-    holds what ``clinfo -l`` printed; a missing file means the command is not installed. The
-    key argument of ``mokutil --test-key`` is ignored."""
+    holds what ``clinfo -l`` printed (RECORDED_NAMES lists them all, the kernel log included);
+    a missing file means the command is not installed. The key argument of ``mokutil
+    --test-key`` is ignored."""
 
     def answer(argv: Sequence[str]) -> CommandResult | None:
         key = tuple(argv[:2]) if argv[:2] == ["mokutil", "--test-key"] else tuple(argv)
