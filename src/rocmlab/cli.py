@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from rocmlab import __version__
-from rocmlab.commands import fetch_mnist, smoke
+from rocmlab.commands import doctor, fetch_mnist, smoke
 from rocmlab.errors import ExitCode, RocmlabError, UsageError
 
 # In the order ``rocmlab --help`` lists them.
-COMMANDS = (smoke, fetch_mnist)
+COMMANDS = (smoke, fetch_mnist, doctor)
 
 
 class Parser(argparse.ArgumentParser):
@@ -25,6 +25,7 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, usage_exit: int = ExitCode.BAD_ARGUMENTS, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.usage_exit = usage_exit
+        self.subcommands: dict[str, Parser] = {}
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message}\n{self.format_usage().rstrip()}", self.usage_exit)
@@ -42,6 +43,7 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(sub)
+    parser.subcommands = sub.choices
     return parser
 
 
@@ -49,7 +51,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rocmlab`` console script."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            # Reported by the command's own parser, so that its bad-usage exit code applies.
+            owner = parser.subcommands.get(args.command, parser) if args.command else parser
+            owner.error(f"unrecognized arguments: {' '.join(extras)}")
         if args.command is None:
             parser.print_help(sys.stderr)
             return int(ExitCode.BAD_ARGUMENTS)

@@ -1,0 +1,1 @@
+"""Data files shipped inside the wheel (tables the doctor reads)."""

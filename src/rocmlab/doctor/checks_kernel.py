@@ -1,0 +1,270 @@
+"""The kernel: amdgpu failures in its log, Secure Boot and the DKMS module, headers, and the
+running kernel against what the installed ROCm release supports."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from rocmlab.doctor.checks_software import DPKG_STATUS, installed_rocm
+from rocmlab.doctor.context import Context, parse_dpkg_status
+from rocmlab.doctor.model import FAIL, WARN, Result, failed, passed, skipped, warned
+
+# (status, what it means, pattern). Patterns match the messages amdgpu prints
+# (drivers/gpu/drm/amd/amdgpu: amdgpu_device.c, amdgpu_psp.c, amdgpu_job.c, amdgpu_ucode.c).
+KERNEL_LOG_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
+    (status, what, re.compile(pattern))
+    for status, what, pattern in (
+        (FAIL, "IP block init failed", r"(?:hw|sw)_init of IP block <[^>]+> failed"),
+        (FAIL, "GPU init failed", r"Fatal error during GPU init|amdgpu_device_ip_init failed"),
+        (FAIL, "PSP failure", r"\bPSP\b[^\n]*\bfail|Failed to load psp firmware"),
+        (FAIL, "firmware missing", r"Direct firmware load for amdgpu/\S+ failed"),
+        (FAIL, "firmware rejected", r"fail to request/validate \S+ microcode"),
+        (FAIL, "GPU reset failed", r"GPU reset\(\d+\) failed|GPU Recovery Failed"),
+        (
+            FAIL,
+            "unsigned module refused",
+            r"Loading of unsigned module is rejected|unsigned module loading is restricted",
+        ),
+        (WARN, "ring timeout", r"ring \S+ timeout"),
+        (WARN, "GPU reset", r"GPU reset begin!|GPU reset\(\d+\) succeeded|GPU reset succeeded"),
+        (WARN, "VRAM lost", r"VRAM is lost due to GPU reset"),
+        (WARN, "GPU page fault", r"\[(?:gfxhub|mmhub)\d*\] (?:retry |no-retry )?page fault"),
+    )
+)
+# Matched lines quoted per check (the first ones: the cause comes before the cascade).
+MAX_EVIDENCE = 20
+
+
+def check_kernel_log(ctx: Context) -> Result:
+    """The kernel log of this boot, for amdgpu failures."""
+    log = ctx.kernel_log
+    if log is None or log.text is None:
+        why = log.error if log else "not read"
+        return warned(
+            f"could not read the kernel log ({why})",
+            "run as a member of adm or systemd-journal, or save `sudo dmesg` to a file and "
+            "pass it with --kernel-log FILE",
+        )
+    lines = log.text.splitlines()
+    found: dict[str, str] = {}
+    evidence = []
+    for line in lines:
+        for status, what, pattern in KERNEL_LOG_PATTERNS:
+            if pattern.search(line):
+                found.setdefault(what, status)
+                if len(evidence) < MAX_EVIDENCE:
+                    evidence.append(line.strip())
+                break
+    if not lines:
+        return warned(
+            f"the kernel log from {log.source} is empty",
+            "rerun as root, or pass --kernel-log FILE with the output of `sudo dmesg`",
+        )
+    if not found:
+        return passed(f"{len(lines)} lines from {log.source}: no amdgpu failure")
+    kinds = ", ".join(found)
+    if FAIL in found.values():
+        return failed(
+            f"amdgpu failures in {log.source}: {kinds}",
+            "firmware: `sudo apt install firmware-amd-graphics` (Debian) or "
+            "linux-firmware (Ubuntu), or AMD's amdgpu-dkms (rocm_packages_driver: dkms); "
+            "PSP/init failures: update the system BIOS and the kernel, reseat the card",
+            evidence,
+        )
+    return warned(
+        f"the GPU hung and was reset this boot ({kinds}): running jobs were killed",
+        "if it repeats, note the process the log names, update the kernel and firmware "
+        "(rocm_packages_driver: dkms brings AMD's driver), and check power and cooling",
+        evidence,
+    )
+
+
+EFI_SECURE_BOOT = "firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+DKMS_MOK = "/var/lib/dkms/mok.pub"
+
+
+def secure_boot_state(ctx: Context) -> bool | None:
+    """True/False from the SecureBoot EFI variable (4 attribute bytes, then 1 = on); None
+    when the machine did not boot through EFI (or efivarfs is not mounted)."""
+    try:
+        data = ctx.sys(EFI_SECURE_BOOT).read_bytes()
+    except OSError:
+        return None
+    return bool(data) and data[-1] == 1
+
+
+def amdgpu_dkms_installed(ctx: Context) -> bool:
+    """Whether AMD's amdgpu-dkms package is installed (or DKMS knows an amdgpu module)."""
+    fields = parse_dpkg_status(ctx.read(DPKG_STATUS) or "").get("amdgpu-dkms", {})
+    installed = fields.get("Status", "").endswith(" installed")
+    return installed or ctx.path("/var/lib/dkms/amdgpu").is_dir()
+
+
+MOK_FIX = (
+    "enrol the DKMS signing key (`sudo mokutil --import /var/lib/dkms/mok.pub`, reboot, confirm "
+    "in the blue MOK screen) and set rocm_packages_dkms_signing_configured: true (role "
+    "rocm_packages), or rocm_packages_driver: none to use the kernel's own signed amdgpu"
+)
+
+
+def check_secure_boot(ctx: Context) -> Result:
+    """Secure Boot on with an unsigned or unenrolled amdgpu-dkms module."""
+    state = secure_boot_state(ctx)
+    if state is None:
+        efi = ctx.sys("firmware", "efi").is_dir()
+        return passed(
+            "EFI boot without a SecureBoot variable: Secure Boot is off"
+            if efi
+            else "not an EFI boot (or efivarfs not visible): no Secure Boot"
+        )
+    if not state:
+        return passed("Secure Boot is off")
+    if not amdgpu_dkms_installed(ctx):
+        return passed("Secure Boot is on; amdgpu is the kernel's own module, signed with it")
+    signer = ctx.run(["modinfo", "-F", "signer", "amdgpu"])
+    evidence = []
+    log = ctx.kernel_log.text if ctx.kernel_log and ctx.kernel_log.text else ""
+    evidence += [line.strip() for line in log.splitlines() if "unsigned module" in line][:5]
+    if signer is None or signer.returncode != 0:
+        return warned(
+            "Secure Boot is on with amdgpu-dkms installed, and modinfo cannot say whether "
+            "the module is signed",
+            "`modinfo -F signer amdgpu` must name a key; " + MOK_FIX,
+            evidence,
+        )
+    name = signer.stdout.strip()
+    if not name:
+        return failed(
+            "Secure Boot is on and the amdgpu-dkms module is unsigned: the kernel refuses it "
+            '("Key was rejected by service")',
+            MOK_FIX,
+            evidence,
+        )
+    evidence.append(f"modinfo -F signer amdgpu: {name}")
+    if not ctx.path(DKMS_MOK).is_file():
+        return passed(f"Secure Boot is on; amdgpu-dkms is signed by {name}", evidence)
+    test = ctx.run(["mokutil", "--test-key", str(ctx.path(DKMS_MOK))])
+    if test is None:
+        return warned(
+            f"Secure Boot is on; amdgpu-dkms is signed by {name}, and mokutil is not "
+            "installed to confirm the key is enrolled",
+            "`sudo apt install mokutil` and rerun; " + MOK_FIX,
+            evidence,
+        )
+    answer = (test.stdout + test.stderr).strip()
+    evidence.append(f"mokutil --test-key {DKMS_MOK}: {answer}")
+    if "is not enrolled" in answer:
+        return failed(
+            f"Secure Boot is on and amdgpu-dkms is signed by {name}, whose key "
+            f"({DKMS_MOK}) is not enrolled: the kernel refuses the module",
+            MOK_FIX,
+            evidence,
+        )
+    return passed(f"Secure Boot is on; amdgpu-dkms is signed by {name}, key enrolled", evidence)
+
+
+def check_dkms_headers(ctx: Context) -> Result:
+    """The running kernel's headers, and amdgpu-dkms built for it."""
+    if not amdgpu_dkms_installed(ctx):
+        return skipped("amdgpu-dkms is not installed: the kernel's own amdgpu needs no headers")
+    release = ctx.kernel_release()
+    if release is None:
+        return skipped("cannot read the running kernel's release (/proc/sys/kernel/osrelease)")
+    if not ctx.path(f"/lib/modules/{release}/build").exists():
+        return failed(
+            f"no headers for the running kernel {release}: DKMS cannot build amdgpu for it",
+            f"`sudo apt install linux-headers-{release}` then `sudo dkms autoinstall` "
+            "(rocm_packages_driver: dkms checks this, role rocm_packages)",
+        )
+    result = ctx.run(["dkms", "status"])
+    if result is None:
+        return warned(
+            f"headers for {release} present, but the dkms command is missing",
+            "`sudo apt install --reinstall amdgpu-dkms` (it depends on dkms)",
+        )
+    lines = [line.strip() for line in result.stdout.splitlines() if line.startswith("amdgpu")]
+    mine = [line for line in lines if f", {release}," in line or f", {release}:" in line]
+    states = [line.rsplit(":", 1)[-1].strip() for line in mine]
+    if any(state.startswith("installed") for state in states):
+        return passed(f"headers for {release} present; amdgpu-dkms installed for it", mine)
+    return warned(
+        f"headers for {release} present, but dkms has not installed amdgpu for this kernel "
+        f"({', '.join(states) or 'not built'})",
+        "`sudo dkms autoinstall`, then reboot",
+        lines,
+    )
+
+
+@cache
+def kernel_table() -> dict[str, Any]:
+    """The kernel series AMD supports per ROCm release and distribution (rocmlab/data)."""
+    text = resources.files("rocmlab.data").joinpath("kernel_support.json").read_text("utf-8")
+    return json.loads(text)
+
+
+# Ubuntu releases by codename, for derivatives (Linux Mint, Pop!_OS) that name their base in
+# os-release's UBUNTU_CODENAME and run its kernels.
+UBUNTU_CODENAMES = {"jammy": "22.04", "noble": "24.04"}
+
+
+def distribution_key(ctx: Context) -> str:
+    """``ubuntu 24.04`` / ``debian 12`` from os-release; an Ubuntu derivative as its base."""
+    fields = ctx.os_release()
+    ident = fields.get("ID", "").lower()
+    version = fields.get("VERSION_ID", "")
+    base = UBUNTU_CODENAMES.get(fields.get("UBUNTU_CODENAME", ""))
+    if ident != "ubuntu" and base:
+        return f"ubuntu {base}"
+    if ident == "debian":
+        version = version.split(".")[0]
+    return f"{ident} {version}".strip()
+
+
+def check_kernel_support(ctx: Context) -> Result:
+    """The running kernel against the kernels AMD lists for the installed ROCm release."""
+    rocm = installed_rocm(ctx)
+    if rocm.amd is None:
+        why = (
+            "the distribution's ROCm is built for its own kernel"
+            if rocm.distro
+            else ("no ROCm installed")
+        )
+        return skipped(f"AMD's kernel table does not apply: {why}")
+    release = rocm.release or ""
+    row = kernel_table()["releases"].get(release)
+    if row is None:
+        return skipped(f"no kernel table for ROCm {release} in rocmlab's data")
+    kernel = ctx.kernel_release()
+    if kernel is None:
+        return skipped("cannot read the running kernel's release (/proc/sys/kernel/osrelease)")
+    match = re.match(r"^(\d+)\.(\d+)", kernel)
+    series = f"{match[1]}.{match[2]}" if match else kernel
+    distro = distribution_key(ctx)
+    source = f"AMD's list for ROCm {release}" + ("" if row["verified"] else " (unverified row)")
+    supported = row["kernels"].get(distro)
+    if supported is None:
+        listed = ", ".join(sorted(row["kernels"]))
+        return warned(
+            f"{distro or 'this distribution'} is not among the distributions {source} names "
+            f"({listed})",
+            "use a listed distribution for AMD's packages, or the distribution's own ROCm "
+            "(rocm_repo_source: distro)",
+        )
+    if series in supported:
+        return passed(f"kernel {kernel} on {distro}: in {source} ({', '.join(supported)})")
+    saw = f"kernel {kernel} on {distro} is outside {source} ({', '.join(supported)})"
+    if amdgpu_dkms_installed(ctx):
+        return failed(
+            f"{saw}: amdgpu-dkms fails to build or misbehaves on kernels AMD has not released "
+            "it for",
+            f"boot a {' or '.join(supported)} kernel (the distribution's GA/HWE kernel), or "
+            "rocm_packages_driver: none to use the kernel's own amdgpu",
+        )
+    return warned(
+        f"{saw}; the kernel's own amdgpu is used, which usually works but AMD does not test it",
+        f"boot a {' or '.join(supported)} kernel for AMD's support",
+    )
