@@ -63,9 +63,10 @@ def check_host_name(name: str, where: str) -> str:
 
 
 def _declared(hosts: Iterable[str], source: str, reader: str) -> Declared:
-    unique = sorted({check_host_name(h, source) for h in hosts}, key=natural_key)
+    where = "--hosts" if reader == "hosts option" else f"--inventory {source}"
+    unique = sorted({check_host_name(h, where) for h in hosts}, key=natural_key)
     if not unique:
-        raise InventoryError(f"{source}: declares no hosts")
+        raise InventoryError(f"{where}: declares no hosts")
     return Declared(tuple(unique), source, reader)
 
 
