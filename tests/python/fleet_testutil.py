@@ -208,3 +208,63 @@ def read_outputs(reports_dir: Path) -> tuple[dict[str, Any], str, str]:
 def hosts_by_name(fleet: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """fleet.json's host entries by inventory name."""
     return {host["host"]: host for host in fleet["hosts"]}
+
+
+def lab_fleet(reports_dir: Path) -> list[str]:
+    """A lab of eleven declared hosts with a bit of everything; returns the declared hosts.
+
+    Four Radeon workstations and two Instinct servers that passed (one Radeon slow, one with an
+    older torch, the servers with schema-2 reports: doctor, techniques, AMP speed-up), one
+    quarantined by its smoke job, one unreachable, one skipped, one truncated report, one with
+    nothing at all; the lab cache's and cluster check's records; and a report for a host that
+    is not declared.
+    """
+    radeon = {f"ws-{n:02d}": 101_000.0 + 900 * n for n in range(1, 5)}
+    radeon["ws-03"] = 52_000.0
+    reports: dict[str, Any] = {
+        f"{host}.json": smoke_report(host, gpu="rx7900xtx", speed=speed)
+        for host, speed in radeon.items()
+    }
+    reports["ws-04.json"]["torch_version"] = "2.8.0+rocm6.3"
+    for host, speed in (("mi-01", 61_500.0), ("mi-02", 60_800.0)):
+        reports[f"{host}.json"] = schema2(
+            smoke_report(host, gpu="mi210", speed=speed),
+            doctor=doctor_document(host, []),
+            techniques={"amp": (True, "fp32 0.92 s, bf16 0.41 s per epoch"),
+                        "checkpoint": (True, "gradients agree: max diff 0")},
+            amp_speedup=2.24,
+        )  # fmt: skip
+    reports["ws-05.json"] = failed_check(
+        smoke_report("ws-05", gpu="rx7900xtx", speed=99_000.0, test_accuracy=0.312),
+        "accuracy",
+        "test accuracy 0.3120, gate >= 0.9400",
+    )
+    text = json.dumps(smoke_report("ws-08", gpu="rx7900xtx"), indent=2)
+    reports["ws-08.json"] = text[: len(text) // 3]
+    reports["old-ws.json"] = smoke_report("old-ws")
+    hosts = [*radeon, "mi-01", "mi-02", "ws-05", "ws-06", "ws-07", "ws-08", "ws-09"]
+    rollout = {f"{h}.json": rollout_record(h, "ready") for h in [*radeon, "mi-01", "mi-02"]}
+    rollout["ws-05.json"] = rollout_record(
+        "ws-05", "quarantined", "smoke job failed: accuracy 0.312 below 0.94"
+    )
+    rollout["ws-06.json"] = rollout_record("ws-06", "unreachable", "ssh: connect timed out", None)
+    rollout["ws-07.json"] = rollout_record("ws-07", "skipped", "user logged in", 2)
+    preflight = {f"{h}.json": preflight_record(h) for h in hosts if h not in ("ws-06", "ws-09")}
+    cache = {
+        "schema_version": 1,
+        "cache_host": "cache.lab",
+        "kinds": {
+            "apt": {"upstream_bytes": 2_400_000_000, "served_bytes": 21_600_000_000},
+            "wheels": {"upstream_bytes": 4_800_000_000, "served_bytes": 43_200_000_000},
+            "datasets": {"upstream_bytes": 55_000_000, "served_bytes": 495_000_000},
+        },
+    }
+    cluster = {"schema_version": 1, "verdict": "pass", "backend": "gloo", "world_size": 8}
+    write_fleet(
+        reports_dir,
+        reports=reports,
+        preflight=preflight,
+        rollout=rollout,
+        extra={"fleet/cache.json": cache, "fleet/cluster.json": cluster},
+    )
+    return hosts

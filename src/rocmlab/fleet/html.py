@@ -25,7 +25,15 @@ h2 { font-size: 1.2rem; margin: 1.8rem 0 .6rem; }
 .verdict.bad { background: #fbe0de; color: #8c1d18; border: 1px solid #e39a94; }
 .meta { color: #555; margin: .2rem 0; }
 .notready a { color: #8c1d18; font-weight: 600; }
-table { border-collapse: collapse; background: #fff; width: 100%; }
+.wide { overflow-x: auto; }
+table { border-collapse: collapse; background: #fff; }
+table#hosts { font-size: 13px; width: 100%; }
+th[scope="row"], td.version, td.num { white-space: nowrap; }
+td.state { min-width: 11rem; }
+td.flags { min-width: 8rem; }
+td.gpu { min-width: 8rem; }
+td.checks { min-width: 14rem; }
+td.techniques { white-space: nowrap; }
 th, td { border: 1px solid #d4d4d4; padding: .35rem .5rem; vertical-align: top; text-align: left; }
 thead th { background: #ececec; position: sticky; top: 0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
@@ -41,12 +49,13 @@ tr.host.ok > th { border-left: 5px solid #2e7d32; }
 .badge.slow { background: #d9822b; color: #1a1a1a; }
 .sub { color: #555; font-size: .85rem; font-weight: normal; }
 .reason { color: #8c1d18; margin-top: .2rem; }
-td.drifted { background: #efe7fa; font-weight: 600; }
+td.version b { color: #555; font-weight: 600; }
+.drifted { background: #e6dbf5; font-weight: 700; }
 ul.checks { margin: 0; padding-left: 1.1rem; }
 ul.checks li { margin-bottom: .25rem; }
 .fix { color: #14521a; }
 .fix::before { content: "fix: "; font-weight: 700; }
-.cards { display: flex; gap: 1rem; flex-wrap: wrap; }
+.cards { display: flex; gap: 1rem; flex-wrap: wrap; align-items: flex-start; }
 .card { background: #fff; border: 1px solid #d4d4d4; border-radius: 6px; padding: .6rem .9rem; }
 """
 
@@ -135,36 +144,41 @@ def _bytes(count: int) -> str:
 
 def _state_cell(host: dict[str, Any]) -> str:
     if host["ready"]:
-        return f"<td>{_badge('ok', 'READY')}</td>"
+        return f'<td class="state">{_badge("ok", "READY")}</td>'
     reason = f'<div class="reason">{_e(host["reason"])}</div>' if host["reason"] else ""
-    return f"<td>{_badge('bad', 'FAIL')} {_e(_state_words(host))}{reason}</td>"
+    return f'<td class="state">{_badge("bad", "FAIL")} {_e(_state_words(host))}{reason}</td>'
 
 
 def _flags_cell(host: dict[str, Any]) -> str:
     items = [f"{_badge('drift', 'DRIFT')} {_e(drift_text(d))}" for d in host["drift"]]
-    if host["slow"] is not None:
-        items.append(f"{_badge('slow', 'SLOW')} {_e(slow_text(host['slow']))}")
-    return f"<td>{'<br>'.join(items)}</td>"
+    slow = host["slow"]
+    if slow is not None:
+        items.append(
+            f'<span title="{_e(slow_text(slow))}">{_badge("slow", "SLOW")} '
+            f"{slow['ratio']:.2f} x the median ({number(slow['median'])} samples/s)</span>"
+        )
+    return f'<td class="flags">{"<br>".join(items)}</td>'
 
 
-def _version_cells(host: dict[str, Any]) -> str:
+def _versions_cell(host: dict[str, Any]) -> str:
     drifted = {d["field"]: d for d in host["drift"]}
-    cells = []
-    for name in DRIFT_NAMES:
+    lines = []
+    for name, label in DRIFT_NAMES.items():
         value = host["versions"][name]
+        shown = _e(value) if value is not None else "&mdash;"
         if name in drifted:
-            cells.append(f'<td class="drifted" title="{_e(drift_text(drifted[name]))}">'
-                         f"{_e(value)}</td>")  # fmt: skip
+            title = _e(drift_text(drifted[name]))
+            lines.append(f'<div class="drifted" title="{title}"><b>{label}</b> {shown}</div>')
         else:
-            cells.append(f"<td>{_e(value) if value is not None else '&mdash;'}</td>")
-    return "".join(cells)
+            lines.append(f"<div><b>{label}</b> {shown}</div>")
+    return f'<td class="version">{"".join(lines)}</td>'
 
 
 def _checks_cell(host: dict[str, Any]) -> str:
     shown = [c for c in host["checks"] if c["status"] in ("fail", "error", "warn")]
     if not shown:
         total = len(host["checks"])
-        return f'<td class="sub">{f"all {total} passed" if total else "&mdash;"}</td>'
+        return f'<td class="checks sub">{f"all {total} passed" if total else "&mdash;"}</td>'
     items = []
     for check in shown:
         kind = "warn" if check["status"] == "warn" else "bad"
@@ -173,7 +187,7 @@ def _checks_cell(host: dict[str, Any]) -> str:
             f"<li>{_badge(kind, check['status'].upper())} <strong>{_e(check['source'])}/"
             f"{_e(check['name'])}</strong>: {_e(check['detail'])}{fix}</li>"
         )
-    return f'<td><ul class="checks">{"".join(items)}</ul></td>'
+    return f'<td class="checks"><ul class="checks">{"".join(items)}</ul></td>'
 
 
 def _techniques_cell(host: dict[str, Any]) -> str:
@@ -187,14 +201,15 @@ def _techniques_cell(host: dict[str, Any]) -> str:
         )
     if host["amp_speedup"] is not None:
         items.append(f"AMP speed-up {host['amp_speedup']:.2f}x")
-    return f"<td>{'<br>'.join(items) or '&mdash;'}</td>"
+    return f'<td class="techniques">{"<br>".join(items) or "&mdash;"}</td>'
 
 
 def _host_row(host: dict[str, Any], columns: dict[str, bool]) -> str:
     flags = ["drift"] * bool(host["drift"]) + ["slow"] * (host["slow"] is not None)
     gpu = _e(host["device_name"]) if host["device_name"] else "&mdash;"
-    if host["gfx_arch"]:
-        gpu += f'<div class="sub">{_e(host["gfx_arch"])}</div>'
+    details = [str(v) for v in (host["gfx_arch"], host["backend"]) if v]
+    if details:
+        gpu += f'<div class="sub">{_e(", ".join(details))}</div>'
     machine = host["machine"]
     name = _e(host["host"])
     if machine and machine != host["host"]:
@@ -205,13 +220,13 @@ def _host_row(host: dict[str, Any], columns: dict[str, bool]) -> str:
     cells = [
         f'<th scope="row" id="host-{_e(host["host"])}">{name}</th>',
         _state_cell(host),
+        _checks_cell(host),
         _flags_cell(host),
-        f"<td>{gpu}</td>",
-        f"<td>{_e(host['backend']) if host['backend'] else '&mdash;'}</td>",
-        _version_cells(host),
+        f'<td class="gpu">{gpu}</td>',
+        _versions_cell(host),
         f'<td class="num">{accuracy}</td>',
         f'<td class="num">{number(host["samples_per_second"])}</td>',
-        f'<td class="num">{_e(tflops(host["matmul_tflops"]))}</td>',
+        f'<td class="num">{"<br>".join(map(_e, tflops(host["matmul_tflops"]).split(", ")))}</td>',
     ]
     if columns["doctor"]:
         verdict = (host["doctor"] or {}).get("verdict")
@@ -221,7 +236,6 @@ def _host_row(host: dict[str, Any], columns: dict[str, bool]) -> str:
         )
     if columns["techniques"]:
         cells.append(_techniques_cell(host))
-    cells.append(_checks_cell(host))
     return (
         f'<tr class="host {"ok" if host["ready"] else "bad"}" data-host="{_e(host["host"])}" '
         f'data-state="{_e(host["state"])}" data-ready="{str(host["ready"]).lower()}" '
@@ -235,16 +249,15 @@ def _hosts_table(fleet: dict[str, Any]) -> str:
         "doctor": any(h["doctor"] for h in hosts),
         "techniques": any(h["techniques"] or h["amp_speedup"] is not None for h in hosts),
     }
-    heads = ["Host", "State", "Flags", "GPU model / gfx", "Backend"]
-    heads += [DRIFT_NAMES[name] for name in DRIFT_NAMES]
+    heads = ["Host", "State", "Failed checks and their fix", "Flags"]
+    heads += ["GPU model (gfx, backend)", "Versions"]
     heads += ["Accuracy", "Samples/s", "Matmul TFLOP/s"]
     heads += ["Doctor"] * columns["doctor"] + ["Techniques"] * columns["techniques"]
-    heads.append("Failed checks and their fix")
     head = "".join(f'<th scope="col">{_e(h)}</th>' for h in heads)
     rows = "".join(_host_row(host, columns) for host in hosts)
     return (
-        f'<section><h2>Hosts ({len(hosts)} declared)</h2><table id="hosts">'
-        f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></section>"
+        f'<section><h2>Hosts ({len(hosts)} declared)</h2><div class="wide"><table id="hosts">'
+        f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div></section>"
     )
 
 
