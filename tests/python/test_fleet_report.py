@@ -138,6 +138,20 @@ def test_the_rollout_state_wins_over_a_passing_report(
     assert hosts["ws-02"]["test_accuracy"] is not None  # the old report is still shown
 
 
+def test_the_rollout_state_wins_and_names_an_unusable_report_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    write_fleet(
+        tmp_path,
+        reports={"ws-01.json": "{"},
+        rollout={"ws-01.json": rollout_record("ws-01", "skipped", "user logged in")},
+    )
+    _, fleet, _ = fleet_report(tmp_path, "ws-01", capsys)
+    host = fleet["hosts"][0]
+    assert host["state"] == "skipped"
+    assert host["reason"].startswith("skipped: user logged in; also unreadable report: ws-01.json")
+
+
 def test_ready_needs_a_passing_report_even_when_the_rollout_says_ready(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
@@ -276,6 +290,24 @@ def test_a_host_below_the_fraction_of_its_models_median_is_slow(
     assert groups["AMD Instinct MI210"]["hosts"] == ["mi-1"]
     assert math.isclose(groups["AMD Radeon RX 7900 XTX"]["threshold"], 0.7 * 98_000)
     assert "rx-4  READY  [SLOW 0.61x median]" in out
+
+
+def test_runs_with_more_processes_are_compared_among_themselves(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """samples/s sums the processes of a run: a 4-GPU run is no peer of 1-GPU runs."""
+    speed_fleet(tmp_path, {"a": ("mi210", 60_000.0), "b": ("mi210", 61_000.0)})
+    quads = {
+        f"{host}.json": smoke_report(host, gpu="mi210", speed=speed, world_size=4)
+        for host, speed in (("quad-1", 230_000.0), ("quad-2", 232_000.0))
+    }
+    write_fleet(tmp_path, reports=quads)
+    _, fleet, _ = fleet_report(tmp_path, "a,b,quad-1,quad-2", capsys)
+    # Together the median would be 145,500 and a and b below 0.7 of it.
+    assert all(host["slow"] is None for host in fleet["hosts"])
+    assert [(g["world_size"], g["hosts"]) for g in fleet["speed_groups"]] == [
+        (1, ["a", "b"]), (4, ["quad-1", "quad-2"]),
+    ]  # fmt: skip
 
 
 def test_slow_fraction_moves_the_threshold(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

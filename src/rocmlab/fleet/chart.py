@@ -42,9 +42,10 @@ def speed_chart(fleet: dict[str, Any]) -> str:
     parts: list[str] = []
     y = 0.0
     for group in groups:
-        heading = f"{group['device_name']}: {len(group['hosts'])} host(s), median " + number(
-            group["median"]
-        )
+        model = group["device_name"]
+        if group["world_size"] > 1:
+            model += f" ({group['world_size']} processes per run)"
+        heading = f"{model}: {len(group['hosts'])} host(s), median {number(group['median'])}"
         if len(group["hosts"]) > 1:
             heading += f" samples/s, slow below {number(group['threshold'])}"
         else:

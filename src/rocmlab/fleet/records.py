@@ -115,6 +115,7 @@ def read_smoke_report(path: Path) -> dict[str, Any]:
         get(doc, key, "string")
     passed = get(doc, "passed", "boolean")
     exit_code = get(doc, "exit_code", "integer")
+    get(doc, "world_size", "integer")
     for key in ("error", "device_name", "gfx_arch", "torch_version", "hip_version"):
         get(doc, key, "string", "null")
     get_choice(doc, "backend", ("rocm", "cuda", "cpu", None))

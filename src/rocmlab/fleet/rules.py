@@ -112,6 +112,7 @@ def host_entry(rec: HostRecords) -> dict[str, Any]:
         "test_accuracy": report.get("test_accuracy"),
         "min_accuracy": report.get("min_accuracy"),
         "samples_per_second": report.get("samples_per_second"),
+        "world_size": report.get("world_size"),
         "matmul_tflops": report.get("matmul_tflops"),
         "doctor": {"verdict": doctor["verdict"]} if doctor else None,
         "techniques": _techniques(report),
@@ -129,15 +130,17 @@ def _pick(doc: dict[str, Any] | None, *keys: str) -> dict[str, Any] | None:
 def host_state(rec: HostRecords) -> tuple[str, str | None]:
     """(state, reason) of one host; the reason is None only for a ready host.
 
-    Unusable records first (malformed input fails the host), then the rollout record's state
-    (it wins when present), then the smoke report: none, failed, or passed (ready).
+    The rollout record's state wins when present (with any unusable record named after its
+    reason); then unusable records (malformed input fails the host); then the smoke report:
+    none, failed, or passed (ready).
     """
-    if rec.problems:
-        return "unreadable", "; ".join(rec.problems)
     rollout = rec.rollout
     if rollout is not None and rollout["state"] != "ready":
         label = ROLLOUT_LABELS[rollout["state"]]
-        return rollout["state"], f"{label}: {rollout['reason']}" if rollout["reason"] else label
+        reason = f"{label}: {rollout['reason']}" if rollout["reason"] else label
+        return rollout["state"], "; also ".join([reason, *rec.problems])
+    if rec.problems:
+        return "unreadable", "; ".join(rec.problems)
     says_ready = " (the rollout record says ready)" if rollout is not None else ""
     report = rec.report
     if report is None:
@@ -223,16 +226,19 @@ def flag_drift(hosts: list[dict[str, Any]]) -> dict[str, Any]:
 def flag_slow(hosts: list[dict[str, Any]], fraction: float) -> list[dict[str, Any]]:
     """Flag hosts below ``fraction`` x the median samples/s of their GPU model; return the groups.
 
-    Groups are hosts with the same ``device_name`` and a positive samples/s (passed or not); a
-    group of one host has no peers, and its host is never slow.
+    Groups are hosts with the same ``device_name`` and a positive samples/s (passed or not),
+    split by the run's process count (``world_size``: samples/s is the sum over the processes, so
+    a four-GPU run is not a peer of a one-GPU run); a group of one host has no peers, and its
+    host is never slow.
     """
-    members: dict[str, list[dict[str, Any]]] = {}
+    members: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for host in hosts:
         speed = host["samples_per_second"]
         if host["device_name"] is not None and speed is not None and speed > 0:
-            members.setdefault(host["device_name"], []).append(host)
+            key = (host["device_name"], host["world_size"] or 1)
+            members.setdefault(key, []).append(host)
     groups = []
-    for device_name, group in sorted(members.items()):
+    for (device_name, world_size), group in sorted(members.items()):
         median = statistics.median(h["samples_per_second"] for h in group)
         threshold = fraction * median
         for host in group:
@@ -246,6 +252,7 @@ def flag_slow(hosts: list[dict[str, Any]], fraction: float) -> list[dict[str, An
         groups.append(
             {
                 "device_name": device_name,
+                "world_size": world_size,
                 "hosts": [h["host"] for h in group],
                 "median": median,
                 "threshold": threshold,

@@ -81,6 +81,7 @@ _HOST = _object(
         "test_accuracy": _NUM,
         "min_accuracy": _NUM,
         "samples_per_second": _NUM,
+        "world_size": _INT,
         "matmul_tflops": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
         "doctor": _object({"verdict": {"enum": ["pass", "warn", "fail"]}}, nullable=True),
         "techniques": {
@@ -142,6 +143,7 @@ FLEET_SCHEMA: dict[str, Any] = {
                 "items": _object(
                     {
                         "device_name": {"type": "string"},
+                        "world_size": {"type": "integer", "minimum": 1},
                         "hosts": {"type": "array", "items": {"type": "string"}},
                         "median": {"type": "number"},
                         "threshold": {"type": "number"},
