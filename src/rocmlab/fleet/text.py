@@ -53,15 +53,22 @@ def short_flags(host: dict[str, Any]) -> list[str]:
 
 
 def key_figures(host: dict[str, Any]) -> str:
-    """What a ready host measured: GPU, accuracy, samples/s, matmul TFLOP/s."""
-    gpu = host["device_name"] or "no device"
+    """What a ready host measured: ``AMD Instinct MI210 gfx90a rocm, accuracy 0.9538,
+    61,500 samples/s, 19.80 TFLOP/s float32`` (the first matmul dtype: fp32)."""
+    words = [host["device_name"] or "no device"]
     if host["gfx_arch"]:
-        gpu += f" {host['gfx_arch'].split(':')[0]}"
-    return (
-        f"{host['backend'] or '?'} {gpu}, accuracy {number(host['test_accuracy'], 4)}, "
-        f"{number(host['samples_per_second'])} samples/s, "
-        f"matmul TFLOP/s {tflops(host['matmul_tflops'])}"
-    )
+        words.append(host["gfx_arch"].split(":")[0])
+    if host["backend"]:
+        words.append(host["backend"])
+    figures = [
+        " ".join(words),
+        f"accuracy {number(host['test_accuracy'], 4)}",
+        f"{number(host['samples_per_second'])} samples/s",
+    ]
+    if host["matmul_tflops"]:
+        dtype, value = next(iter(host["matmul_tflops"].items()))
+        figures.append(f"{value:.2f} TFLOP/s {dtype}")
+    return ", ".join(figures)
 
 
 def headline(fleet: dict[str, Any]) -> str:
