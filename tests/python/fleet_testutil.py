@@ -166,6 +166,18 @@ def rollout_record(
     }
 
 
+def cache_record(**kinds: tuple[int, int]) -> dict[str, Any]:
+    """The lab cache's record: ``kind=(upstream_bytes, served_bytes)``."""
+    return {
+        "schema_version": 1,
+        "cache_host": "cache.lab",
+        "kinds": {
+            kind: {"upstream_bytes": upstream, "served_bytes": served}
+            for kind, (upstream, served) in kinds.items()
+        },
+    }
+
+
 def _write(path: Path, content: dict[str, Any] | str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(content, bytes):
@@ -250,15 +262,11 @@ def lab_fleet(reports_dir: Path) -> list[str]:
     rollout["ws-06.json"] = rollout_record("ws-06", "unreachable", "ssh: connect timed out", None)
     rollout["ws-07.json"] = rollout_record("ws-07", "skipped", "user logged in", 2)
     preflight = {f"{h}.json": preflight_record(h) for h in hosts if h not in ("ws-06", "ws-09")}
-    cache = {
-        "schema_version": 1,
-        "cache_host": "cache.lab",
-        "kinds": {
-            "apt": {"upstream_bytes": 2_400_000_000, "served_bytes": 21_600_000_000},
-            "wheels": {"upstream_bytes": 4_800_000_000, "served_bytes": 43_200_000_000},
-            "datasets": {"upstream_bytes": 55_000_000, "served_bytes": 495_000_000},
-        },
-    }
+    cache = cache_record(
+        apt=(2_400_000_000, 21_600_000_000),
+        wheels=(4_800_000_000, 43_200_000_000),
+        datasets=(55_000_000, 495_000_000),
+    )
     cluster = {"schema_version": 1, "verdict": "pass", "backend": "gloo", "world_size": 8}
     write_fleet(
         reports_dir,

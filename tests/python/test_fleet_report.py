@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 from fleet_testutil import (
+    cache_record,
     doctor_document,
     failed_check,
     hosts_by_name,
@@ -578,14 +579,7 @@ def schema2_fleet(tmp_path: Path) -> Path:
         doctor=doctor_document("web2", DOCTOR_CHECKS),
     )
     web2["error"] = "doctor failed: render_group"
-    cache = {
-        "schema_version": 1,
-        "cache_host": "cache.lab",
-        "kinds": {
-            "apt": {"upstream_bytes": 2_500_000_000, "served_bytes": 40_000_000_000},
-            "wheels": {"upstream_bytes": 4_100_000_000, "served_bytes": 61_000_000_000},
-        },
-    }
+    cache = cache_record(apt=(2_500_000_000, 40_000_000_000), wheels=(4_100_000_000, 6_100_000_000))
     cluster = {"schema_version": 1, "verdict": "fail", "backend": "gloo", "world_size": 3,
                "error": "rank 2 (web3) never joined within 120 s"}  # fmt: skip
     return write_fleet(

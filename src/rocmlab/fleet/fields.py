@@ -10,22 +10,23 @@ class RecordError(Exception):
     """A record that cannot be used; the message says why, for a person to act on."""
 
 
+# Python types of parsed JSON and their JSON names; bool before int (True is an int).
+_KINDS = (
+    (type(None), "null"),
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)
+
+
 def json_kind(value: Any) -> str:
     """The JSON type name of a parsed value (``true`` is a boolean, not a number)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
+    for kind, name in _KINDS:
+        if isinstance(value, kind):
+            return name
     return type(value).__name__
 
 

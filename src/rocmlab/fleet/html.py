@@ -11,6 +11,7 @@ from html import escape
 from typing import Any
 
 from rocmlab.fleet.chart import speed_chart
+from rocmlab.fleet.records import CLUSTER_PASSING
 from rocmlab.fleet.text import DRIFT_NAMES, drift_text, headline, number, slow_text, tflops
 
 STYLE = """
@@ -103,13 +104,14 @@ def _cards(fleet: dict[str, Any]) -> str:
         if cluster["problem"] is not None:
             body = f"{_badge('bad', 'UNREADABLE')} {_e(cluster['file'])}: {_e(cluster['problem'])}"
         else:
-            passed = cluster["verdict"] in ("pass", "passed", "ok")
+            verdict = cluster["verdict"]
+            kind = "warn" if verdict == "warn" else "ok" if verdict in CLUSTER_PASSING else "bad"
             extra = [
                 f"{key} {_e(cluster[key])}"
                 for key in ("backend", "world_size")
                 if cluster[key] is not None
             ]
-            body = _badge("ok" if passed else "bad", cluster["verdict"].upper())
+            body = _badge(kind, verdict.upper())
             body += f" {', '.join(extra)}" if extra else ""
             if cluster["error"]:
                 body += f'<div class="reason">{_e(cluster["error"])}</div>'

@@ -13,12 +13,12 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from rocmlab.fleet.records import CLUSTER_PASSING
 from rocmlab.fleet.text import flags
 
 # Characters XML 1.0 cannot carry (kernel log lines may hold them).
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 MESSAGE_WIDTH = 200
-PASSING_VERDICTS = ("pass", "passed", "ok", "warn")
 
 
 def _clean(text: str) -> str:
@@ -107,7 +107,7 @@ def junit_xml(fleet: dict[str, Any]) -> bytes:
         case = _case(suite, "fleet", "cluster")
         if cluster["problem"] is not None:
             _outcome(case, "error", f"unreadable {cluster['file']}: {cluster['problem']}")
-        elif cluster["verdict"] not in PASSING_VERDICTS:
+        elif cluster["verdict"] not in CLUSTER_PASSING:
             detail = f": {cluster['error']}" if cluster["error"] else ""
             _outcome(case, "failure", f"cluster check verdict {cluster['verdict']}{detail}")
     _count(root)

@@ -19,6 +19,8 @@ MAX_BYTES = 16 * 1024 * 1024
 SMOKE_SCHEMAS = (1, 2)
 CHECK_STATUSES = ("pass", "warn", "fail", "skip", "error")
 ROLLOUT_STATES = ("ready", "failed", "quarantined", "unreachable", "skipped", "not_run")
+# Cluster check verdicts that are not a failure (the document is read leniently: see read_cluster).
+CLUSTER_PASSING = ("pass", "passed", "ok", "warn")
 PREFLIGHT_DIR = Path("fleet", "preflight")
 ROLLOUT_DIR = Path("fleet", "rollout")
 CACHE_FILE = Path("fleet", "cache.json")

@@ -98,7 +98,19 @@ _HOST = _object(
 )
 _COUNT = {"type": "integer", "minimum": 0}
 _BYTES = _object({"upstream_bytes": {"type": "integer"}, "served_bytes": {"type": "integer"}})
-_PROBLEM_ONLY = _object({"file": {"type": "string"}, "problem": {"type": "string"}})
+
+
+def _fleet_record(properties: dict[str, Any]) -> dict[str, Any]:
+    """An optional fleet-wide record: null (no file), its file and why it is unreadable, or its
+    file and ``properties``."""
+    return {
+        "oneOf": [
+            {"type": "null"},
+            _object({"file": {"type": "string"}, "problem": {"type": "string"}}),
+            _object({"file": {"type": "string"}, "problem": {"type": "null"}, **properties}),
+        ]
+    }
+
 
 # JSON Schema (draft 2020-12) of fleet.json.
 FLEET_SCHEMA: dict[str, Any] = {
@@ -150,36 +162,15 @@ FLEET_SCHEMA: dict[str, Any] = {
                     }
                 ),
             },
-            "cache": {
-                "oneOf": [
-                    {"type": "null"},
-                    _PROBLEM_ONLY,
-                    _object(
-                        {
-                            "file": {"type": "string"},
-                            "problem": {"type": "null"},
-                            "cache_host": {"type": "string"},
-                            "kinds": {"type": "object", "additionalProperties": _BYTES},
-                        }
-                    ),
-                ]
-            },
-            "cluster": {
-                "oneOf": [
-                    {"type": "null"},
-                    _PROBLEM_ONLY,
-                    _object(
-                        {
-                            "file": {"type": "string"},
-                            "problem": {"type": "null"},
-                            "verdict": {"type": "string"},
-                            "backend": _STR,
-                            "world_size": _INT,
-                            "error": _STR,
-                        }
-                    ),
-                ]
-            },
+            "cache": _fleet_record(
+                {
+                    "cache_host": {"type": "string"},
+                    "kinds": {"type": "object", "additionalProperties": _BYTES},
+                }
+            ),
+            "cluster": _fleet_record(
+                {"verdict": {"type": "string"}, "backend": _STR, "world_size": _INT, "error": _STR}
+            ),
         }
     ),
 }
