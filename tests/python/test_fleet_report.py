@@ -7,6 +7,7 @@ says what it changes.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -422,6 +423,14 @@ MALFORMED_REPORTS = {
         contradicting(),
         "says passed but check accuracy failed: the report contradicts itself",
     ),
+    "passed without checks": (
+        smoke_report("web1", checks=[]),
+        "says passed but it lists no checks: the report contradicts itself",
+    ),
+    "a choice of another type": (
+        smoke_report("web1", backend=["rocm"]),
+        "'backend' is ['rocm'], expected one of 'rocm', 'cuda', 'cpu', null",
+    ),
 }
 
 
@@ -439,6 +448,70 @@ def test_a_malformed_report_fails_that_host_with_the_reason(
     assert hosts["web1"]["reason"].startswith("unreadable report: web1.json: ")
     assert hosts["web2"]["ready"] is True  # the others are judged as usual
     assert "web1  UNREADABLE  unreadable report: web1.json" in out
+
+
+ODD_VALUES = (None, "x", 1, 1.5, True, [], {}, [{}], {"a": None})
+
+
+def variants(doc: dict[str, Any]) -> list[Any]:
+    """``doc`` with each key, and each key of its objects and of its arrays' first object,
+    deleted or replaced by each of ODD_VALUES; and its JSON text cut at 25 places."""
+    out: list[Any] = []
+    paths: list[tuple[Any, ...]] = [()]
+    for key, value in doc.items():
+        if isinstance(value, dict):
+            paths.append((key,))
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            paths.append((key, 0))
+    for path in paths:
+        target = doc
+        for step in path:
+            target = target[step]
+        for key in list(target):
+            for replacement in (*ODD_VALUES, "<delete>"):
+                changed = copy.deepcopy(doc)
+                inner = changed
+                for step in path:
+                    inner = inner[step]
+                if replacement == "<delete>":
+                    del inner[key]
+                else:
+                    inner[key] = replacement
+                out.append(changed)
+    text = json.dumps(doc)
+    out += [text[: len(text) * n // 26] for n in range(1, 26)]
+    return out
+
+
+def test_no_variation_of_the_records_crashes_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Every key of a schema-2 report (doctor included), a preflight and a rollout record
+    deleted or given another type, and every record cut short: each host is judged, none
+    crashes the run, and a host is only ready when its records are whole and passed."""
+    doctor = doctor_document("h", DOCTOR_CHECKS[4:])
+    kinds = {
+        "reports": schema2(smoke_report("h"), doctor=doctor, amp_speedup=1.5,
+                           techniques={"amp": (True, "ok")}),
+        "preflight": preflight_record("h"),
+        "rollout": rollout_record("h", "ready"),
+    }  # fmt: skip
+    hosts: list[str] = []
+    for kind, doc in kinds.items():
+        for index, variant in enumerate(variants(doc)):
+            host = f"{kind}-{index}"
+            hosts.append(host)
+            if isinstance(variant, dict) and "host" in variant and variant["host"] == "h":
+                variant["host"] = host
+            records = {"reports": {f"{host}.json": smoke_report(host)}} if kind != "reports" else {}
+            records.setdefault(kind, {})[f"{host}.json"] = variant
+            write_fleet(tmp_path, **records)
+    code, fleet, _ = fleet_report(tmp_path, ",".join(hosts), capsys)
+    assert code == 1 and len(fleet["hosts"]) == len(hosts) > 500
+    for host in fleet["hosts"]:
+        assert host["ready"] or host["reason"], host["host"]
+        if host["ready"]:
+            assert host["problems"] == [] and host["smoke_passed"] is True
 
 
 def test_a_report_for_an_undeclared_host_is_listed_not_counted(

@@ -57,9 +57,11 @@ def get(record: Any, key: str, *kinds: str, where: str = "") -> Any:
 
 
 def get_choice(record: Any, key: str, choices: Iterable[Any], where: str = "") -> Any:
-    """``record[key]`` when it is one of ``choices``; else RecordError naming them."""
+    """``record[key]`` when it is one of ``choices`` (type included: 1 is not true); else
+    RecordError naming them."""
     allowed = list(choices)
-    value = get(record, key, "string", "integer", "boolean", "null", where=where)
+    value = get(record, key, "string", "integer", "number", "boolean", "null", "array", "object",
+                where=where)  # fmt: skip
     if not any(value == choice and type(value) is type(choice) for choice in allowed):
         listed = ", ".join("null" if c is None else repr(c) for c in allowed)
         raise RecordError(f"'{where}{key}' is {_shown(value)}, expected one of {listed}")

@@ -144,8 +144,14 @@ def read_smoke_report(path: Path) -> dict[str, Any]:
         if profile is not None:
             get(profile, "trace", "string", where="profile.")
     failed = [check["name"] for check in checks if not check["passed"]]
-    if passed and (failed or exit_code != 0):
-        why = f"check {', '.join(failed)} failed" if failed else f"exit_code is {exit_code}"
+    if passed and (failed or exit_code != 0 or not checks):
+        why = (
+            f"check {', '.join(failed)} failed"
+            if failed
+            else f"exit_code is {exit_code}"
+            if exit_code != 0
+            else "it lists no checks"
+        )
         raise RecordError(f"says passed but {why}: the report contradicts itself")
     return doc
 
