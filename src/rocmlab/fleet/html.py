@@ -136,10 +136,11 @@ def _cards(fleet: dict[str, Any]) -> str:
 
 
 def _bytes(count: int) -> str:
+    """``512 B``, ``52.5 MiB``, ``40.2 GiB`` (binary units)."""
     size = float(count)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        if size < 1024:
+            return f"{size:,.0f} B" if unit == "B" else f"{size:,.1f} {unit}"
         size /= 1024
     return f"{size:,.1f} TiB"
 
