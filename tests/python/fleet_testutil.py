@@ -81,7 +81,8 @@ def failed_check(report: dict[str, Any], name: str, detail: str) -> dict[str, An
 def doctor_document(host: str, checks: list[dict[str, Any]]) -> dict[str, Any]:
     """A ``rocmlab doctor --json`` document with ``checks`` (name, status, saw, fix, evidence)."""
     statuses = {check["status"] for check in checks}
-    verdict = "fail" if "fail" in statuses else "warn" if "warn" in statuses else "pass"
+    # The doctor's rule: fail when a check failed; warn when one warned or crashed (error).
+    verdict = "fail" if "fail" in statuses else "warn" if statuses & {"warn", "error"} else "pass"
     return {
         "schema_version": 1,
         "tool": "rocmlab doctor",
