@@ -9,16 +9,18 @@ from collections.abc import Callable
 
 
 def number(
-    kind: Callable[[str], float], low: float, high: float, what: str
+    kind: Callable[[str], float], low: float, high: float, what: str, low_open: bool = False
 ) -> Callable[[str], float]:
-    """An argparse type: ``kind(text)`` within [low, high], else an error naming ``what``."""
+    """An argparse type: ``kind(text)`` within [low, high] (``(low, high]`` when ``low_open``),
+    else an error naming ``what``."""
 
     def parse(text: str) -> float:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not (math.isfinite(value) and low <= value <= high):
+        above_low = value > low if low_open else value >= low
+        if not (math.isfinite(value) and above_low and value <= high):
             raise argparse.ArgumentTypeError(f"{text!r} is out of range: expected {what}")
         return value
 
@@ -32,3 +34,4 @@ MOMENTUM = number(float, 0.0, 0.999, "a momentum in [0, 0.999]")
 FRACTION = number(float, 0.0, 1.0, "an accuracy between 0 and 1")
 SECONDS = number(float, 0.0, 3600.0, "seconds between 0 and 3600")
 ATTEMPTS = number(int, 1, 100, "a whole number between 1 and 100")
+SLOW_FRACTION = number(float, 0.0, 1.0, "a fraction in (0, 1]", low_open=True)

@@ -1,0 +1,261 @@
+"""The fleet report's rules (docs/fleet-report.md, "Rules"): each declared host's state, and the
+drift and slow flags across hosts. The result is the ``fleet.json`` document (rocmlab.fleet.schema).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rocmlab import __version__
+from rocmlab.fleet.fields import RecordError
+from rocmlab.fleet.gather import Gathered, HostRecords, gather
+from rocmlab.fleet.inventory import Declared
+from rocmlab.fleet.records import CACHE_FILE, CLUSTER_FILE, read_cache, read_cluster
+
+FLEET_SCHEMA_VERSION = 1
+DEFAULT_SLOW_FRACTION = 0.7
+# Versions compared across the fleet for drift: field -> where it comes from.
+DRIFT_FIELDS = {
+    "rocm": "preflight facts.rocm_version",
+    "torch": "smoke report torch_version",
+    "hip": "smoke report hip_version",
+    "kernel": "preflight facts.kernel",
+}
+ROLLOUT_LABELS = {
+    "failed": "failed",
+    "quarantined": "quarantined",
+    "unreachable": "unreachable",
+    "skipped": "skipped",
+    "not_run": "not run (the rollout stopped before this host)",
+}
+
+
+def build_fleet(
+    reports_dir: Path, declared: Declared, slow_fraction: float = DEFAULT_SLOW_FRACTION
+) -> dict[str, Any]:
+    """The fleet document for the ``declared`` hosts from the records in ``reports_dir``."""
+    found: Gathered = gather(reports_dir, declared.hosts)
+    hosts = [host_entry(found.hosts[name]) for name in declared.hosts]
+    drift = flag_drift(hosts)
+    groups = flag_slow(hosts, slow_fraction)
+    ready = sum(host["ready"] for host in hosts)
+    return {
+        "schema_version": FLEET_SCHEMA_VERSION,
+        "tool": "rocmlab fleet-report",
+        "rocmlab_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "reports_dir": str(reports_dir),
+        "declared": {"source": declared.source, "reader": declared.reader},
+        "slow_fraction": slow_fraction,
+        "ready": ready == len(hosts),
+        "summary": {
+            "declared": len(hosts),
+            "ready": ready,
+            "not_ready": len(hosts) - ready,
+            "drift": sum(bool(host["drift"]) for host in hosts),
+            "slow": sum(host["slow"] is not None for host in hosts),
+            "undeclared": len(found.undeclared),
+        },
+        "hosts": hosts,
+        "undeclared": found.undeclared,
+        "drift": drift,
+        "speed_groups": groups,
+        "cache": _fleet_record(reports_dir, CACHE_FILE, read_cache),
+        "cluster": _fleet_record(reports_dir, CLUSTER_FILE, read_cluster),
+    }
+
+
+def _fleet_record(reports_dir: Path, name: Path, reader: Any) -> dict[str, Any] | None:
+    path = reports_dir / name
+    if not path.exists():
+        return None
+    try:
+        return {"file": name.as_posix(), "problem": None, **reader(path)}
+    except RecordError as exc:
+        return {"file": name.as_posix(), "problem": str(exc)}
+
+
+def host_entry(rec: HostRecords) -> dict[str, Any]:
+    """One host's row: its state and why, what its records say, no flags yet."""
+    report = rec.report or {}
+    facts = (rec.preflight or {}).get("facts", {})
+    doctor = report.get("doctor")
+    state, reason = host_state(rec)
+    return {
+        "host": rec.host,
+        "ready": state == "ready",
+        "state": state,
+        "reason": reason,
+        "problems": rec.problems,
+        "files": rec.files,
+        "rollout": _pick(rec.rollout, "state", "reason", "batch", "rollout_id", "created"),
+        "preflight": _pick(rec.preflight, "passed", "created"),
+        "machine": report.get("host"),
+        "report_schema": report.get("schema_version"),
+        "smoke_passed": report.get("passed"),
+        "exit_code": report.get("exit_code"),
+        "error": report.get("error"),
+        "backend": report.get("backend"),
+        "device_name": report.get("device_name"),
+        "gfx_arch": report.get("gfx_arch"),
+        "distribution": facts.get("distribution"),
+        "versions": {
+            "rocm": facts.get("rocm_version"),
+            "torch": report.get("torch_version"),
+            "hip": report.get("hip_version"),
+            "kernel": facts.get("kernel"),
+        },
+        "test_accuracy": report.get("test_accuracy"),
+        "min_accuracy": report.get("min_accuracy"),
+        "samples_per_second": report.get("samples_per_second"),
+        "world_size": report.get("world_size"),
+        "matmul_tflops": report.get("matmul_tflops"),
+        "doctor": {"verdict": doctor["verdict"]} if doctor else None,
+        "techniques": _techniques(report),
+        "amp_speedup": report.get("amp_speedup"),
+        "checks": host_checks(rec),
+        "drift": [],
+        "slow": None,
+    }
+
+
+def _pick(doc: dict[str, Any] | None, *keys: str) -> dict[str, Any] | None:
+    return {key: doc[key] for key in keys} if doc is not None else None
+
+
+def host_state(rec: HostRecords) -> tuple[str, str | None]:
+    """(state, reason) of one host; the reason is None only for a ready host.
+
+    The rollout record's state wins when present (with any unusable record named after its
+    reason); then unusable records (malformed input fails the host); then the smoke report:
+    none, failed, or passed (ready).
+    """
+    rollout = rec.rollout
+    if rollout is not None and rollout["state"] != "ready":
+        label = ROLLOUT_LABELS[rollout["state"]]
+        reason = f"{label}: {rollout['reason']}" if rollout["reason"] else label
+        return rollout["state"], "; also ".join([reason, *rec.problems])
+    if rec.problems:
+        return "unreadable", "; ".join(rec.problems)
+    says_ready = " (the rollout record says ready)" if rollout is not None else ""
+    report = rec.report
+    if report is None:
+        preflight = rec.preflight
+        if preflight is not None and not preflight["passed"]:
+            failed = [c["name"] for c in preflight["checks"] if c["status"] == "fail"]
+            return (
+                "no_report",
+                f"no report; preflight failed: {', '.join(failed) or 'passed=false'}",
+            )
+        return "no_report", f"no report{says_ready}"
+    if not report["passed"]:
+        return "smoke_failed", f"smoke job failed: {_smoke_failure(report)}{says_ready}"
+    return "ready", None
+
+
+def _smoke_failure(report: dict[str, Any]) -> str:
+    if report["error"]:
+        return str(report["error"])
+    failed = [c for c in report["checks"] if not c["passed"]]
+    if failed:
+        return "; ".join(f"{c['name']}: {c['detail']}" for c in failed)
+    return f"exit code {report['exit_code']}"
+
+
+def host_checks(rec: HostRecords) -> list[dict[str, Any]]:
+    """Every check of the host's preflight record, doctor document and smoke report, in order."""
+    checks: list[dict[str, Any]] = []
+    for check in (rec.preflight or {}).get("checks", []):
+        checks.append(_check("preflight", check["name"], check["status"], check["detail"], None))
+    doctor = (rec.report or {}).get("doctor") or {}
+    for check in doctor.get("checks", []):
+        saw = " | ".join([check["saw"], *check["evidence"]])
+        checks.append(_check("doctor", check["name"], check["status"], saw, check["fix"]))
+    for check in (rec.report or {}).get("checks", []):
+        rank = check.get("rank")
+        name = f"{check['name']}[rank {rank}]" if isinstance(rank, int) else check["name"]
+        status = "pass" if check["passed"] else "fail"
+        checks.append(_check("smoke", name, status, check["detail"], None))
+    return checks
+
+
+def _check(source: str, name: str, status: str, detail: str, fix: str | None) -> dict[str, Any]:
+    return {"source": source, "name": name, "status": status, "detail": detail, "fix": fix}
+
+
+def _techniques(report: dict[str, Any]) -> list[dict[str, Any]]:
+    verdicts = []
+    for name in report.get("techniques") or []:
+        checks = [c for c in report["checks"] if c["name"] == name]
+        verdicts.append(
+            {
+                "name": name,
+                "passed": all(c["passed"] for c in checks) if checks else None,
+                "detail": "; ".join(c["detail"] for c in checks) or "no check in the report",
+            }
+        )
+    return verdicts
+
+
+def flag_drift(hosts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Flag hosts whose versions differ from the fleet's majority; return each field's counts.
+
+    The majority is the most common value among the hosts that report one. When values tie for
+    most common there is none, and every host reporting the field is flagged.
+    """
+    summary: dict[str, Any] = {}
+    for name in DRIFT_FIELDS:
+        values = {h["host"]: h["versions"][name] for h in hosts if h["versions"][name] is not None}
+        counts = Counter(values.values()).most_common()
+        tied = len(counts) > 1 and counts[0][1] == counts[1][1]
+        majority = counts[0][0] if counts and not tied else None
+        summary[name] = {"majority": majority, "counts": dict(counts)}
+        if len(counts) < 2:
+            continue
+        for host in hosts:
+            value = values.get(host["host"])
+            if value is not None and value != majority:
+                host["drift"].append({"field": name, "value": value, "majority": majority})
+    return summary
+
+
+def flag_slow(hosts: list[dict[str, Any]], fraction: float) -> list[dict[str, Any]]:
+    """Flag hosts below ``fraction`` x the median samples/s of their GPU model; return the groups.
+
+    Groups are hosts with the same ``device_name`` and a positive samples/s (passed or not),
+    split by the run's process count (``world_size``: samples/s is the sum over the processes, so
+    a four-GPU run is not a peer of a one-GPU run); a group of one host has no peers, and its
+    host is never slow.
+    """
+    members: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for host in hosts:
+        speed = host["samples_per_second"]
+        if host["device_name"] is not None and speed is not None and speed > 0:
+            key = (host["device_name"], host["world_size"] or 1)
+            members.setdefault(key, []).append(host)
+    groups = []
+    for (device_name, world_size), group in sorted(members.items()):
+        median = statistics.median(h["samples_per_second"] for h in group)
+        threshold = fraction * median
+        for host in group:
+            if len(group) > 1 and host["samples_per_second"] < threshold:
+                host["slow"] = {
+                    "device_name": device_name,
+                    "median": median,
+                    "threshold": threshold,
+                    "ratio": host["samples_per_second"] / median,
+                }
+        groups.append(
+            {
+                "device_name": device_name,
+                "world_size": world_size,
+                "hosts": [h["host"] for h in group],
+                "median": median,
+                "threshold": threshold,
+            }
+        )
+    return groups

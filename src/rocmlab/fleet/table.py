@@ -1,0 +1,40 @@
+"""The plain-text table printed at the end of a run: one line per declared host."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rocmlab.fleet.text import headline, key_figures, short_flags
+
+DETAIL_WIDTH = 120
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def table_lines(fleet: dict[str, Any]) -> list[str]:
+    """Host, state, flags, and the reason (not ready) or the key figures (ready)."""
+    hosts = fleet["hosts"]
+    width = max([len("HOST"), *(len(h["host"]) for h in hosts)])
+    states = [h["state"].upper() if not h["ready"] else "READY" for h in hosts]
+    state_width = max([len("STATE"), *(len(s) for s in states)])
+    lines = [f"{'HOST':<{width}}  {'STATE':<{state_width}}  DETAIL"]
+    for host, state in zip(hosts, states, strict=True):
+        detail = key_figures(host) if host["ready"] else host["reason"] or ""
+        detail = "".join(f"[{flag}] " for flag in short_flags(host)) + detail
+        lines.append(
+            f"{host['host']:<{width}}  {state:<{state_width}}  {_clip(detail, DETAIL_WIDTH)}"
+        )
+    for item in fleet["undeclared"]:
+        lines.append(f"undeclared: {item['file']}: {item['reason']}")
+    for name in ("cluster", "cache"):
+        record = fleet[name]
+        if record is not None and record["problem"] is not None:
+            lines.append(f"{name}: unreadable {record['file']}: {record['problem']}")
+    cluster = fleet["cluster"]
+    if cluster is not None and cluster["problem"] is None:
+        lines.append(f"cluster check: {cluster['verdict']}")
+    lines.append(f"fleet: {headline(fleet)}")
+    return lines

@@ -1,0 +1,84 @@
+"""Wording shared by the fleet report's outputs: numbers, flags, a host's key figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+DRIFT_NAMES = {"rocm": "ROCm", "torch": "torch", "hip": "HIP", "kernel": "kernel"}
+
+
+def number(value: float | None, digits: int = 0) -> str:
+    """``12,345`` / ``0.9538``; an em dash for a missing value."""
+    if value is None:
+        return "\u2014"
+    return f"{value:,.{digits}f}"
+
+
+def tflops(values: dict[str, float] | None) -> str:
+    """``float32 0.04, bfloat16 0.09`` (TFLOP/s per dtype)."""
+    if not values:
+        return "\u2014"
+    return ", ".join(f"{dtype} {value:.2f}" for dtype, value in values.items())
+
+
+def drift_text(drift: dict[str, Any]) -> str:
+    """``torch 2.12.0 (majority 2.13.0)``, or ``(no majority)`` when values tie."""
+    majority = drift["majority"]
+    against = f"majority {majority}" if majority is not None else "no majority"
+    return f"{DRIFT_NAMES[drift['field']]} {drift['value']} ({against})"
+
+
+def slow_text(slow: dict[str, Any]) -> str:
+    """``0.52 x the median of AMD Radeon RX 7900 XTX (41,000 samples/s)``."""
+    return (
+        f"{slow['ratio']:.2f} x the median of {slow['device_name']} "
+        f"({number(slow['median'])} samples/s)"
+    )
+
+
+def flags(host: dict[str, Any]) -> list[str]:
+    """The host's flags in words: ``DRIFT torch 2.12.0 (majority 2.13.0)``, ``SLOW 0.52 x ...``."""
+    words = [f"DRIFT {drift_text(d)}" for d in host["drift"]]
+    if host["slow"] is not None:
+        words.append(f"SLOW {slow_text(host['slow'])}")
+    return words
+
+
+def short_flags(host: dict[str, Any]) -> list[str]:
+    """The flags in a few words each: ``DRIFT torch 2.12.0``, ``SLOW 0.52x median``."""
+    words = [f"DRIFT {DRIFT_NAMES[d['field']]} {d['value']}" for d in host["drift"]]
+    if host["slow"] is not None:
+        words.append(f"SLOW {host['slow']['ratio']:.2f}x median")
+    return words
+
+
+def key_figures(host: dict[str, Any]) -> str:
+    """What a ready host measured: ``AMD Instinct MI210 gfx90a rocm, accuracy 0.9538,
+    61,500 samples/s, 19.80 TFLOP/s float32`` (the first matmul dtype: fp32)."""
+    words = [host["device_name"] or "no device"]
+    if host["gfx_arch"]:
+        words.append(host["gfx_arch"].split(":")[0])
+    if host["backend"]:
+        words.append(host["backend"])
+    figures = [
+        " ".join(words),
+        f"accuracy {number(host['test_accuracy'], 4)}",
+        f"{number(host['samples_per_second'])} samples/s",
+    ]
+    if host["matmul_tflops"]:
+        dtype, value = next(iter(host["matmul_tflops"].items()))
+        figures.append(f"{value:.2f} TFLOP/s {dtype}")
+    return ", ".join(figures)
+
+
+def headline(fleet: dict[str, Any]) -> str:
+    """``3 of 5 hosts ready``, with the flags and undeclared files counted after it."""
+    summary = fleet["summary"]
+    words = [f"{summary['ready']} of {summary['declared']} hosts ready"]
+    if summary["drift"]:
+        words.append(f"{summary['drift']} with version drift")
+    if summary["slow"]:
+        words.append(f"{summary['slow']} slow")
+    if summary["undeclared"]:
+        words.append(f"{summary['undeclared']} undeclared file(s) not counted")
+    return "; ".join(words)

@@ -1,0 +1,211 @@
+"""The declared hosts of ``rocmlab fleet-report --inventory``: through ``ansible-inventory`` and
+through the built-in YAML/INI reading used where Ansible is not on PATH, which must agree.
+
+The inventories are the project's own (inventory/) and small ones written here in Ansible's
+documented INI and YAML forms; ``ansible-inventory`` from the dev toolchain is the reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from rocmlab_testutil import REPO, run_cli
+
+from rocmlab.fleet.inventory import InventoryError, hosts_from_file, read_inventory
+
+ANSIBLE_INVENTORY = shutil.which("ansible-inventory") or str(
+    Path(sys.executable).with_name("ansible-inventory")
+)
+NO_ANSIBLE_PATH = "/usr/bin:/bin"  # Debian's own Python and tools, no Ansible
+
+INI = """\
+# hosts before any section are ungrouped; a port is not part of the name
+gpu-a.lab:2222 ansible_user=admin
+[workstations]
+ws-[01:03].lab    # a numeric range, zero-padded
+ws-[a:c]
+[servers]
+mi210-[1:5:2] rocm_packages_driver=dkms
+[servers:vars]
+rocm_repo_version=6.4.2
+[lab:children]
+workstations
+servers
+[empty]
+"""
+INI_HOSTS = [
+    "gpu-a.lab", "mi210-1", "mi210-3", "mi210-5", "ws-01.lab", "ws-02.lab", "ws-03.lab",
+    "ws-a", "ws-b", "ws-c",
+]  # fmt: skip
+YAML = """\
+all:
+  hosts:
+    controller.lab:
+  children:
+    lab:
+      children:
+        workstations:
+          hosts:
+            ws-[08:11]:
+              ansible_host: 10.0.0.8
+        empty_group:
+    servers:
+      hosts:
+        mi210-01: {rocm_packages_driver: dkms}
+"""
+YAML_HOSTS = ["controller.lab", "mi210-01", "ws-08", "ws-09", "ws-10", "ws-11"]
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """INI and YAML inventories, with and without the suffix that names their format."""
+    root = tmp_path_factory.mktemp("inventories")
+    files = {
+        "ini": ("lab.ini", INI),
+        "ini-no-suffix": ("ini/hosts", INI),
+        "yaml": ("lab.yml", YAML),
+        "yaml-no-suffix": ("yaml/hosts", YAML),
+    }
+    paths = {}
+    for key, (name, text) in files.items():
+        path = root / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+        paths[key] = path
+    return paths
+
+
+def test_the_reference_is_there() -> None:
+    assert Path(ANSIBLE_INVENTORY).is_file(), "the dev toolchain installs Ansible"
+
+
+@pytest.mark.parametrize(
+    ("inventory", "hosts"),
+    [
+        (
+            "inventory/lab.example",
+            ["mi210-01.lab.example.org", "ws-01.lab.example.org", "ws-02.lab.example.org"],
+        ),
+        ("inventory/demo/hosts.yml", ["rocmlab-demo"]),
+        ("inventory/localhost.yml", ["localhost"]),
+    ],
+)
+def test_the_projects_inventories_read_alike_both_ways(inventory: str, hosts: list[str]) -> None:
+    path = REPO / inventory
+    with_ansible = read_inventory(path, ANSIBLE_INVENTORY)
+    built_in = read_inventory(path, None)
+    assert list(with_ansible.hosts) == hosts
+    assert list(built_in.hosts) == hosts
+    assert with_ansible.reader == "ansible-inventory"
+    assert built_in.reader == "yaml"
+
+
+@pytest.mark.parametrize(
+    ("key", "hosts", "reader"),
+    [
+        ("ini", INI_HOSTS, "ini"),
+        ("ini-no-suffix", INI_HOSTS, "ini"),
+        ("yaml", YAML_HOSTS, "yaml"),
+        ("yaml-no-suffix", YAML_HOSTS, "yaml"),
+    ],
+)
+def test_ranges_groups_and_ports_read_as_ansible_reads_them(
+    key: str, hosts: list[str], reader: str, written: dict[str, Path]
+) -> None:
+    assert list(read_inventory(written[key], ANSIBLE_INVENTORY).hosts) == hosts
+    built_in = read_inventory(written[key], None)
+    assert list(built_in.hosts) == hosts
+    assert built_in.reader == reader
+
+
+def test_a_directory_is_read_from_its_hosts_file(tmp_path: Path) -> None:
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "all.yml").write_text("rocm_repo_version: 6.4.2\n")
+    (tmp_path / "hosts.ini").write_text("[lab]\nws-[1:3]\n")
+    assert list(read_inventory(tmp_path, None).hosts) == ["ws-1", "ws-2", "ws-3"]
+    assert list(read_inventory(tmp_path, ANSIBLE_INVENTORY).hosts) == ["ws-1", "ws-2", "ws-3"]
+
+
+def test_a_directory_without_a_hosts_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InventoryError, match=r"holds none of hosts\.yml, hosts\.yaml, hosts\.ini"):
+        read_inventory(tmp_path, None)
+
+
+CANNOT = "ansible-inventory cannot read it"
+
+
+@pytest.mark.parametrize(
+    ("text", "ansible_says", "builtin_says"),
+    [
+        ("all:\n  children: [a, b\n", CANNOT, "not valid YAML"),
+        ("all:\n  hosts:\n    - ws-1\n", CANNOT, "group 'all' has hosts: as a list"),
+        # Ansible expands a backwards range to nothing; the built-in reading says why.
+        ("all:\n  hosts:\n    ws-[3:1]:\n", "declares no hosts", "begin is after end"),
+        ("all:\n  hosts:\n    ws-[01:100]:\n", CANNOT, "need the same number of digits"),
+        ("all:\n", "declares no hosts", "declares no hosts"),
+    ],
+)
+def test_inventories_ansible_refuses_are_refused_both_ways(
+    text: str, ansible_says: str, builtin_says: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "hosts.yml"
+    path.write_text(text)
+    for ansible, says in ((ANSIBLE_INVENTORY, ansible_says), (None, builtin_says)):
+        with pytest.raises(InventoryError) as refused:
+            read_inventory(path, ansible)
+        assert str(refused.value).startswith(f"--inventory {path}: ")
+        assert says in str(refused.value)
+
+
+def test_without_pyyaml_a_yaml_inventory_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "yaml", None)  # as on a Python without PyYAML
+    with pytest.raises(InventoryError, match=r"needs PyYAML \(Debian: apt-get install python3-"):
+        hosts_from_file(REPO / "inventory" / "lab.example" / "hosts.yml")
+
+
+def test_without_pyyaml_an_ini_inventory_still_reads(
+    monkeypatch: pytest.MonkeyPatch, written: dict[str, Path]
+) -> None:
+    monkeypatch.setitem(sys.modules, "yaml", None)
+    assert hosts_from_file(written["ini-no-suffix"]) == (
+        ["gpu-a.lab", *[f"ws-0{n}.lab" for n in (1, 2, 3)], "ws-a", "ws-b", "ws-c",
+         "mi210-1", "mi210-3", "mi210-5"],
+        "ini",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("path_env", "reader"),
+    [(f"{Path(ANSIBLE_INVENTORY).parent}:{NO_ANSIBLE_PATH}", "ansible-inventory"),
+     (NO_ANSIBLE_PATH, "yaml")],
+)  # fmt: skip
+def test_the_command_asks_ansible_when_it_is_on_path(
+    path_env: str, reader: str, tmp_path: Path
+) -> None:
+    inventory = REPO / "inventory" / "lab.example"
+    result = run_cli(
+        "fleet-report", str(tmp_path), "--inventory", str(inventory), env={"PATH": path_env}
+    )
+    assert result.returncode == 1, result.stderr  # no host has a report
+    fleet = json.loads((tmp_path / "fleet.json").read_text())
+    assert fleet["declared"] == {"source": str(inventory), "reader": reader}
+    assert [h["reason"] for h in fleet["hosts"]] == ["no report"] * 3
+
+
+def test_the_command_refuses_a_broken_inventory_with_exit_2(tmp_path: Path) -> None:
+    broken = tmp_path / "hosts.yml"
+    broken.write_text("all:\n  children: [a, b\n")
+    for path_env in (os.environ["PATH"], NO_ANSIBLE_PATH):
+        result = run_cli(
+            "fleet-report", str(tmp_path), "--inventory", str(broken), env={"PATH": path_env}
+        )
+        assert result.returncode == 2
+        assert f"--inventory {broken}: " in result.stderr
+        assert not (tmp_path / "fleet.json").exists()
