@@ -52,3 +52,28 @@ def refused_without_change(host, snapshot: str, run_play) -> str:
     assert run.returncode != 0, said(run)[-2000:]
     assert host.check_output(snapshot) == before
     return said(run)
+
+
+def failures(run: subprocess.CompletedProcess) -> dict[str, str]:
+    """The message of each host's failure in RUN: {host: msg} (JSON result format)."""
+    found: dict[str, str] = {}
+    decoder = json.JSONDecoder()
+    text = run.stdout + "\n" + run.stderr
+    for match in re.finditer(r"^fatal: \[([^\]]+)\]: FAILED! => ", text, re.M):
+        try:
+            result, _ = decoder.raw_decode(text, match.end())
+        except ValueError:
+            result = {"msg": text[match.end() : match.end() + 2000]}
+        found.setdefault(match.group(1), str(result.get("msg", result)))
+    return found
+
+
+def alias_inventory(path: Path, aliases: dict[str, tuple[str, dict]]) -> Path:
+    """Write an inventory where each alias is a Docker container of the scenario with its own
+    variables: {alias: (container, host_vars)}. Many cases then run in one ansible-playbook."""
+    hosts = {
+        alias: {"ansible_connection": "community.docker.docker", "ansible_host": container, **hv}
+        for alias, (container, hv) in aliases.items()
+    }
+    path.write_text(json.dumps({"all": {"hosts": hosts}}, indent=1))
+    return path

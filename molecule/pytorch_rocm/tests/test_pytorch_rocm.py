@@ -179,7 +179,7 @@ BAD_INPUT = [
     ),
     pytest.param(
         {"pytorch_rocm_venv": "opt/venv"},
-        ["pytorch_rocm_venv", '"opt/venv"', "absolute paths"],
+        ["pytorch_rocm_venv", '"opt/venv"', "not an absolute path"],
         id="venv-relative",
     ),
 ]

@@ -15,6 +15,7 @@ testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_ho
 REPORTS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "reports"
 DATA = "/var/lib/rocmlab/datasets/mnist"
 VENV = "/opt/rocmlab/venvs/pytorch"
+PLAYBOOKS = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"]) / "playbooks"
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +87,37 @@ def test_check_mode_on_the_converged_host_changes_nothing():
     run = play(Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml", {}, "--check")
     assert run.returncode == 0, said(run)[-3000:]
     assert changed(run) == 0, said(run)[-3000:]
+
+
+def test_the_doctor_ran_first_as_the_researcher_and_its_verdict_is_in_the_report(report):
+    doctor = report["doctor"]
+    assert doctor["tool"] == "rocmlab doctor"
+    assert doctor["user"] == "researcher"
+    assert doctor["verdict"] in ("pass", "warn")
+    names = [check["name"] for check in doctor["checks"]]
+    assert {"gpu_groups", "torch_build", "dev_shm"} <= set(names)
+    torch_build = next(check for check in doctor["checks"] if check["name"] == "torch_build")
+    assert torch_build["status"] == "pass" and "CPU" in torch_build["saw"]
+
+
+def test_a_host_the_doctor_fails_stops_before_training_with_the_fix(host):
+    # A GPU is now expected on a host that has none: the doctor FAILs, and the role stops the
+    # host with the doctor's own fix before any training starts.
+    report_file = "/var/lib/rocmlab/smoke/report.json"
+    host.run_expect([0], f"rm -f {report_file}")
+    run = play(PLAYBOOKS / "smoke.yml", {"smoke_test_expect_gpus": 1})
+    assert run.returncode != 0
+    message = said(run)
+    assert "rocmlab doctor found what stops" in message, message[-3000:]
+    assert "Fix:" in message
+    assert not host.file(report_file).exists  # the smoke job never started
+
+
+@pytest.mark.parametrize("playbook", ["smoke.yml", "frameworks.yml"])
+def test_each_playbook_works_on_its_own(playbook):
+    # smoke.yml alone finds its account from user_groups_users (no user_groups run needed), and
+    # frameworks.yml alone on the converged host changes nothing.
+    run = play(PLAYBOOKS / playbook, {})
+    assert run.returncode == 0, said(run)[-3000:]
+    if playbook == "frameworks.yml":
+        assert changed(run) == 0, said(run)[-3000:]

@@ -204,7 +204,7 @@ BAD_INPUT = [
     ),
     pytest.param(
         {"tensorflow_rocm_venv": "opt/venv"},
-        ["tensorflow_rocm_venv", '"opt/venv"', "absolute paths"],
+        ["tensorflow_rocm_venv", '"opt/venv"', "not an absolute path"],
         id="venv-relative",
     ),
 ]
