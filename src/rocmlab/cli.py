@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from rocmlab import __version__
-from rocmlab.commands import fetch_mnist, smoke
+from rocmlab.commands import allreduce, fetch_mnist, smoke
 from rocmlab.errors import ExitCode, RocmlabError, UsageError
 
 # In the order ``rocmlab --help`` lists them.
-COMMANDS = (smoke, fetch_mnist)
+COMMANDS = (smoke, fetch_mnist, allreduce)
 
 
 class Parser(argparse.ArgumentParser):
