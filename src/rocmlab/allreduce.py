@@ -195,7 +195,8 @@ class AllreduceJob:
             code = self._run()
         except RocmlabError as exc:  # before the process group: bad usage, no GPU
             if self.liveness is not None:
-                self.liveness.record_exit(f"{type(exc).__name__}: {exc}")
+                reason = f"{type(exc).__name__}: {exc}"
+                self.liveness.record_exit(reason, f"{self._name()} stopped: {reason}")
             self.report.update(passed=False, error=str(exc), exit_code=int(exc.exit_code))
             self._write_report()
             self.watchdog.stop()
@@ -210,6 +211,9 @@ class AllreduceJob:
 
     def _step(self, name: str) -> None:
         self.watchdog.step(name)
+
+    def _name(self) -> str:
+        return f"rank {self.ctx.rank} ({self.host})"
 
     # -- the check ------------------------------------------------------------------------------
     def _run(self) -> int:
@@ -267,6 +271,7 @@ class AllreduceJob:
             self.ctx.rank,
             self.ctx.world_size,
             interval,
+            on_abort=self._aborted,
         )
         liveness.start(self.host)
         return liveness
@@ -467,21 +472,31 @@ class AllreduceJob:
 
         threading.Thread(target=wait, name="rocmlab-signals", daemon=True).start()
 
-    def fail(self, reason: str, code: int = 1) -> NoReturn:
-        """Record why, name the lost ranks, report, and leave the process with ``code``."""
+    def _aborted(self, text: str) -> None:
+        self.fail(f"stopped during {self.watchdog.current} because {text}", origin=False)
+
+    def fail(self, reason: str, code: int = 1, origin: bool = True) -> NoReturn:
+        """Record why, name the lost ranks, report, and leave the process with ``code``.
+
+        ``origin``: this rank saw the failure itself (rather than another rank's abort), and
+        tells the others to stop.
+        """
         if not self._failing.acquire(blocking=False):
             while True:  # another thread is failing the run and will end the process
                 time.sleep(1)
         self.watchdog.stop()
         interval = heartbeat_interval(self.options.timeout)
         window = max(1.0, 2.5 * interval)
-        backstop = threading.Timer(window + 4 * interval + 10, os._exit, (code,))
+        # Node rank 0 serves the store: its ranks wait for the others' diagnoses (they see the
+        # abort within an interval, then read the heartbeats for a window).
+        linger = window + 3 * interval + 1
+        backstop = threading.Timer(window + linger + 10, os._exit, (code,))
         backstop.daemon = True
         backstop.start()
         liveness = self.liveness
         diagnosis = Diagnosis()
         if liveness is not None:
-            liveness.record_exit(reason)
+            liveness.record_exit(reason, f"{self._name()} failed: {reason}" if origin else None)
             diagnosis = liveness.diagnose(window)
         store_host = self.rank_hosts[0] if self.rank_hosts else None
         who = diagnosis.describe(distributed.store_address(), store_host)
@@ -494,14 +509,14 @@ class AllreduceJob:
             lost_ranks=[p.as_dict() for p in diagnosis.lost],
         )
         self._write_report()
-        print(f"rocmlab allreduce: rank {self.ctx.rank} ({self.host}): {message}", file=sys.stderr)
+        print(f"rocmlab allreduce: {self._name()}: {message}", file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
         if liveness is not None:
             liveness.record_reported()
             lost = {p.rank for p in diagnosis.lost}
             alive = [r for r in range(self.ctx.world_size) if r not in lost]
-            liveness.wait_for_reports(alive, window + 2 * interval)
+            liveness.wait_for_reports(alive, linger)
         os._exit(code)
 
 

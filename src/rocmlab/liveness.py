@@ -4,11 +4,14 @@ Under torchrun every worker can reach the job's TCP store (MASTER_ADDR:MASTER_PO
 rendezvous the torchrun agent of node rank 0 serves it). Each rank's heartbeat thread increments
 ``hb/<rank>`` there every ``interval`` seconds; it sets ``host/<rank>`` once at the start. A rank
 that leaves on its own (a failure it saw, a signal, bad arguments) first sets ``exit/<rank>`` to
-why. When a step fails, the rank reads every counter twice, ``window`` seconds apart: a rank whose
-counter did not move and that left no ``exit`` record is *lost*: killed, frozen, its host down or
-cut off. Its heartbeat thread runs whatever its main thread is blocked in, so a rank that is merely
-waiting in the same collective is never called lost. When the store itself stops answering, the
-node that serves it (node rank 0) is the one that went away.
+why, and, when it fails, ``abort`` to a line naming itself and the reason: the heartbeat threads of
+the others see it within one interval and end their ranks too, instead of leaving them blocked
+until their own timeout in a collective that can no longer complete. When a step fails, the rank
+reads every counter twice, ``window`` seconds apart: a rank whose counter did not move and that
+left no ``exit`` record is *lost*: killed, frozen, its host down or cut off. Its heartbeat thread
+runs whatever its main thread is blocked in, so a rank that is merely waiting in the same
+collective is never called lost. When the store itself stops answering, the node that serves it
+(node rank 0) is the one that went away.
 
 No PyTorch here: the store is anything with ``add``, ``set``, ``get`` and ``check`` (a
 ``torch.distributed.Store``); rocmlab.distributed creates it.
@@ -93,13 +96,21 @@ class Liveness:
     """
 
     def __init__(
-        self, store: Store, query_store: Store, rank: int, world_size: int, interval: float
+        self,
+        store: Store,
+        query_store: Store,
+        rank: int,
+        world_size: int,
+        interval: float,
+        on_abort: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
         self.query = query_store
         self.rank = rank
         self.world_size = world_size
         self.interval = interval
+        self.on_abort = on_abort
+        self._left = threading.Event()  # this rank recorded its exit: no abort to follow
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="rocmlab-heartbeat", daemon=True)
 
@@ -113,17 +124,29 @@ class Liveness:
         while not self._stop.wait(self.interval):
             try:
                 self.store.add(f"hb/{self.rank}", 1)
+                if self.on_abort is None or self._left.is_set() or not self.store.check(["abort"]):
+                    continue
+                text = self.store.get("abort").decode(errors="replace")
             except Exception:  # the store is gone: the diagnosis will say so
                 return
+            self._left.set()
+            # In its own thread: this one keeps beating while the rank reports and lingers.
+            threading.Thread(target=self.on_abort, args=(text,), daemon=True).start()
 
     def stop(self) -> None:
         """Stop beating (at the end of a run that passed or failed on its own)."""
         self._stop.set()
 
-    def record_exit(self, reason: str) -> None:
-        """Say why this rank leaves, so the others do not call it lost (best effort)."""
+    def record_exit(self, reason: str, abort: str | None = None) -> None:
+        """Say why this rank leaves, so the others do not call it lost (best effort).
+
+        ``abort``: this rank failed; the line the others repeat when they stop because of it.
+        """
+        self._left.set()
         with contextlib.suppress(Exception):
             self.query.set(f"exit/{self.rank}", reason[:300])
+            if abort is not None:
+                self.query.set("abort", abort[:400])
 
     def record_reported(self) -> None:
         """Say this rank has finished its own diagnosis (best effort)."""
