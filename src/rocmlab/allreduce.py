@@ -75,8 +75,17 @@ def short_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:200]}"
 
 
+def device_request(backend: str, device: str) -> str:
+    """The ``--device`` to probe: ``--backend gloo`` runs on the CPU unless told otherwise."""
+    return "cpu" if backend == "gloo" and device == "auto" else device
+
+
 def choose_backend(requested: str, device: torch.device) -> str:
-    """nccl (RCCL on ROCm) on GPUs, gloo on CPUs; nccl cannot reduce CPU tensors."""
+    """nccl (RCCL on ROCm) on GPUs, gloo on CPUs.
+
+    nccl cannot reduce CPU tensors; gloo's all_gather takes no GPU tensors, so gloo runs on the
+    CPU here (``--backend gloo`` on a GPU machine checks the network, not the GPUs).
+    """
     if requested not in BACKENDS:
         raise UsageError(f"--backend {requested!r}: expected one of {', '.join(BACKENDS)}")
     if requested == "auto":
@@ -222,7 +231,7 @@ class AllreduceJob:
             self._step("connecting to the job's store")
             self.liveness = self._start_liveness()
         self._step("choosing the device")
-        device, info = probe_device(options.device, ctx.local_rank)
+        device, info = probe_device(device_request(options.backend, options.device), ctx.local_rank)
         backend = choose_backend(options.backend, device)
         self.report.update(
             backend=backend,

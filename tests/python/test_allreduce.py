@@ -24,7 +24,7 @@ import jsonschema
 import pytest
 import torch
 import torch.distributed as dist
-from rocmlab_testutil import REPO
+from rocmlab_testutil import REPO, run_cli
 
 from rocmlab.allreduce import short_error, size_entry
 from rocmlab.allreduce_report import ALLREDUCE_SCHEMA, new_report, summary_lines, write_json
@@ -117,6 +117,7 @@ def test_bad_sizes_exit_4_naming_the_option_and_what_is_accepted(
         (["--backend", "mpi"], "argument --backend: invalid choice: 'mpi'"),
         (["--iters", "0"], "argument --iters: '0' is out of range"),
         (["--backend", "nccl", "--device", "cpu"], "--backend nccl needs GPUs"),
+        (["--device", "cuda", "--backend", "gloo"], "--backend gloo runs on the CPU"),
     ],
 )
 def test_bad_options_exit_4(
@@ -322,6 +323,48 @@ def test_schema_is_valid_and_a_fresh_report_conforms(tmp_path: Path) -> None:
     jsonschema.validate(json.loads((tmp_path / "r.json").read_text()), ALLREDUCE_SCHEMA)
     assert summary_lines(report)[-1] == "rocmlab allreduce: FAILED"
     assert list(tmp_path.iterdir()) == [tmp_path / "r.json"]  # no temporary file left
+
+
+# -- one process, without torchrun ----------------------------------------------------------------
+def test_one_process_runs_without_torchrun(tmp_path: Path) -> None:
+    result = run_cli(
+        "allreduce", "--sizes", "4K,64K", "--iters", "5", "--json", str(tmp_path / "r.json")
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    jsonschema.validate(report, ALLREDUCE_SCHEMA)
+    assert report["passed"] and (report["world_size"], report["nodes"]) == (1, 1)
+    assert [s["bytes"] for s in report["sizes"]] == [4096, 65536]
+    assert all(s["correct"] and s["busbw_gbps"] == 0 for s in report["sizes"])  # nothing moves
+    assert report["ranks"][0]["node_rank"] is None and report["pairwise"] is None
+    assert "rocmlab allreduce: PASSED" in result.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this host has a GPU")
+def test_device_cuda_without_a_gpu_exits_2_with_a_report(tmp_path: Path) -> None:
+    result = run_cli("allreduce", "--device", "cuda", "--json", str(tmp_path / "r.json"))
+    assert result.returncode == 2
+    report = json.loads((tmp_path / "r.json").read_text())
+    jsonschema.validate(report, ALLREDUCE_SCHEMA)
+    assert report["exit_code"] == 2 and "no GPU available" in report["error"]
+
+
+def test_sigterm_mid_run_reports_and_exits_143(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rocmlab", "allreduce", "--sizes", "4K", "--iters", "1000000",
+         "--timeout", "400", "--json", str(tmp_path / "r.json")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert process.stdout is not None
+    assert process.stdout.readline().startswith("allreduce: gloo on cpu")
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143, stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    jsonschema.validate(report, ALLREDUCE_SCHEMA)
+    assert report["exit_code"] == 143
+    assert report["error"].startswith("stopped by SIGTERM during ")
+    assert report["error"].endswith("all-reduce of 4 KiB")
 
 
 # -- real jobs under torchrun ---------------------------------------------------------------------

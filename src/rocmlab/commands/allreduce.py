@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from rocmlab.commands.argtypes import POSITIVE_INT, SEED, number
+from rocmlab.errors import UsageError
 from rocmlab.msgsize import parse_size, parse_sizes
 
 NAME = "allreduce"
@@ -83,7 +84,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--backend",
         choices=("auto", "nccl", "gloo"),
         default="auto",
-        help="auto: nccl on GPUs (RCCL on ROCm), gloo on CPUs (default: %(default)s)",
+        help="auto: nccl on GPUs (RCCL on ROCm), gloo on CPUs; gloo always runs on the CPU "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--device",
@@ -147,6 +149,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``rocmlab allreduce``."""
+    if args.backend == "gloo" and args.device == "cuda":
+        raise UsageError(
+            "--backend gloo runs on the CPU: drop --device cuda, or use --backend nccl for GPUs"
+        )
+    if args.backend == "nccl" and args.device == "cpu":
+        raise UsageError("--backend nccl needs GPUs: use --backend gloo with --device cpu")
     from rocmlab.torch_import import import_torch
 
     import_torch()
