@@ -203,16 +203,16 @@ class AllreduceJob:
         try:
             code = self._run()
         except RocmlabError as exc:  # before the process group: bad usage, no GPU
+            self._claim_exit()
             if self.liveness is not None:
                 reason = f"{type(exc).__name__}: {exc}"
                 self.liveness.record_exit(reason, f"{self._name()} stopped: {reason}")
             self.report.update(passed=False, error=str(exc), exit_code=int(exc.exit_code))
             self._write_report()
-            self.watchdog.stop()
             raise
         except Exception as exc:  # a collective failed: a peer died, a link broke, the GPU failed
             self.fail(f"{self.watchdog.current} failed ({short_error(exc)})")
-        self.watchdog.stop()
+        self._claim_exit()
         if self.liveness is not None:
             self.liveness.record_exit("done")
             self.liveness.stop()
@@ -220,6 +220,13 @@ class AllreduceJob:
 
     def _step(self, name: str) -> None:
         self.watchdog.step(name)
+
+    def _claim_exit(self) -> None:
+        """Leave normally: unless another thread is already failing the run (then it ends it)."""
+        if not self._failing.acquire(blocking=False):
+            while True:
+                time.sleep(1)
+        self.watchdog.stop()
 
     def _name(self) -> str:
         return f"rank {self.ctx.rank} ({self.host})"

@@ -363,8 +363,7 @@ def test_sigterm_mid_run_reports_and_exits_143(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "r.json").read_text())
     jsonschema.validate(report, ALLREDUCE_SCHEMA)
     assert report["exit_code"] == 143
-    assert report["error"].startswith("stopped by SIGTERM during ")
-    assert report["error"].endswith("all-reduce of 4 KiB")
+    assert report["error"].startswith("stopped by SIGTERM during ")  # the step it was in
 
 
 # -- real jobs under torchrun ---------------------------------------------------------------------
