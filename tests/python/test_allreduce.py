@@ -5,6 +5,7 @@ names from ROCMLAB_HOST_NAME), passing with pairwise mode, and losing a rank mid
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -379,7 +380,7 @@ class Job:
 
     logs: dict[str, Path]
     agents: dict[str, subprocess.Popen[bytes]]
-    started: float = field(default_factory=time.monotonic)
+    signalled: list[int] = field(default_factory=list)
 
     def log(self, host: str) -> str:
         return self.logs[host].read_text(errors="replace")
@@ -387,8 +388,7 @@ class Job:
     def worker(self, rank: int) -> tuple[str, int]:
         """(host, pid) of the worker with RANK ``rank``."""
         for host, agent in self.agents.items():
-            children = Path(f"/proc/{agent.pid}/task/{agent.pid}/children").read_text().split()
-            for pid in map(int, children):
+            for pid in self.children(agent.pid):
                 environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
                 if f"RANK={rank}".encode() in environ:
                     return host, pid
@@ -406,10 +406,29 @@ class Job:
         return {host: agent.wait(timeout) for host, agent in self.agents.items()}
 
     def stop(self) -> None:
+        """SIGKILL what is left: the workers (torchrun starts each in its own session, so they
+        are not in their agent's process group) and the agents with their groups."""
         for agent in self.agents.values():
             if agent.poll() is None:
-                os.killpg(agent.pid, signal.SIGKILL)  # the agent's session: it and its workers
+                for pid in self.children(agent.pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                os.killpg(agent.pid, signal.SIGKILL)
             agent.wait()
+        for pid in self.signalled:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    @staticmethod
+    def children(pid: int) -> list[int]:
+        try:
+            return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        except OSError:
+            return []
+
+    def signal_worker(self, pid: int, how: signal.Signals) -> None:
+        self.signalled.append(pid)
+        os.kill(pid, how)
 
 
 @pytest.fixture
@@ -504,7 +523,7 @@ def lose_a_rank(nodes: Any, tmp_path: Path, how: signal.Signals, why: str) -> No
     rank, (lost_host, pid) = next(
         (r, job.worker(r)) for r in (1, 2) if job.worker(r)[0] != HOSTS[0]
     )
-    os.kill(pid, how)
+    job.signal_worker(pid, how)
     lost_at = time.monotonic()
     survivors = [h for h in HOSTS if h != lost_host]
     # Margin: the diagnosis window (2.5 heartbeats, at least 1 s), the wait for the other
