@@ -31,6 +31,7 @@ from rocmlab.allreduce import short_error, size_entry
 from rocmlab.allreduce_report import ALLREDUCE_SCHEMA, new_report, summary_lines, write_json
 from rocmlab.bandwidth import algbw_gbps, allreduce_bus_factor, busbw_gbps, size_figures
 from rocmlab.cli import main
+from rocmlab.distributed import host_name, node_rank
 from rocmlab.exactsum import (
     COMPARE_CHUNK_PERIODS,
     FLOAT32_EXACT,
@@ -206,6 +207,12 @@ def test_size_entry_names_the_ranks_with_wrong_sums() -> None:
 
 
 # -- pairs ----------------------------------------------------------------------------------------
+def test_host_name_override_and_node_rank() -> None:
+    assert host_name({"ROCMLAB_HOST_NAME": "rack1-node7"}) == "rack1-node7"
+    assert host_name({}) == socket.gethostname()
+    assert (node_rank({"GROUP_RANK": "3"}), node_rank({})) == (3, None)
+
+
 def test_nodes_group_ranks_by_host_in_rank_order() -> None:
     nodes = nodes_from_hosts(["b", "b", "a", "a", "c"])
     assert [(n.host, n.ranks) for n in nodes] == [("b", (0, 1)), ("a", (2, 3)), ("c", (4,))]
