@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from rocmlab import __version__
-from rocmlab.commands import doctor, fetch_mnist, fleet_report, smoke
+from rocmlab.commands import allreduce, doctor, fetch_mnist, fleet_report, smoke
 from rocmlab.errors import ExitCode, RocmlabError, UsageError
 
 # In the order ``rocmlab --help`` lists them.
-COMMANDS = (smoke, fetch_mnist, doctor, fleet_report)
+COMMANDS = (smoke, fetch_mnist, doctor, fleet_report, allreduce)
 
 
 class Parser(argparse.ArgumentParser):
@@ -36,8 +36,8 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="rocmlab",
         description="Prove that ROCm (or CUDA) GPUs train correctly, one machine or a lab.",
-        epilog=f"{smoke.EXIT_CODES}\n(smoke, fetch-mnist; fleet-report: 0 every host ready, 1 not, "
-        "2 bad usage; each command's --help has its own)",
+        epilog=f"{smoke.EXIT_CODES}\n(of smoke and fetch-mnist; doctor, fleet-report and "
+        "allreduce differ:\neach command's --help lists its own exit codes)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"rocmlab {__version__}")
