@@ -87,6 +87,9 @@ prepare_lab() {
   ensure_images
   export PATH="$ROCMLAB_VENV/bin:$PATH"
   export ANSIBLE_CONFIG="$ROCMLAB_ROOT/ansible.cfg"
+  # This checkout is the collection rocmlab.rocmlab (collections/ links to it): Molecule writes
+  # its own ansible.cfg, so the path is also passed this way.
+  export ANSIBLE_COLLECTIONS_PATH="$ROCMLAB_ROOT/collections"
 }
 
 # The Debian 12 image the fixtures build and serve with: as prepare_lab left it, or made now.

@@ -1,7 +1,7 @@
 """Reading OpenPGP keyrings on a test host the way the rocm_repo role does.
 
 gpg runs on the test host; its --with-colons output is parsed here by the role's own parser
-(roles/rocm_repo/module_utils/rocm_gpg.py, plain Python), so the verifiers and the role's
+(plugins/module_utils/rocm_gpg.py, plain Python), so the verifiers and the role's
 modules cannot disagree on which fingerprints are primary keys.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-_ROCM_GPG = Path(__file__).resolve().parents[2] / "roles/rocm_repo/module_utils/rocm_gpg.py"
+_ROCM_GPG = Path(__file__).resolve().parents[2] / "plugins/module_utils/rocm_gpg.py"
 _spec = importlib.util.spec_from_file_location("rocm_gpg", _ROCM_GPG)
 assert _spec is not None and _spec.loader is not None
 rocm_gpg = importlib.util.module_from_spec(_spec)

@@ -13,20 +13,25 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 
 
-def play(playbook: Path, extra_vars: dict, *args: str) -> subprocess.CompletedProcess:
-    """ansible-playbook PLAYBOOK with EXTRA_VARS (highest precedence) and more ARGS."""
-    env = dict(
+def ansible_env() -> dict[str, str]:
+    """The environment ansible-playbook runs in from a verifier: this checkout's roles and
+    collection, no colours, one JSON line per result (the yaml format folds long messages)."""
+    return dict(
         os.environ,
         ANSIBLE_ROLES_PATH=str(PROJECT / "roles"),
+        ANSIBLE_COLLECTIONS_PATH=str(PROJECT / "collections"),
         ANSIBLE_NOCOLOR="1",
-        # One line per result: the yaml format folds long messages.
         ANSIBLE_CALLBACK_RESULT_FORMAT="json",
     )
+
+
+def play(playbook: Path, extra_vars: dict, *args: str) -> subprocess.CompletedProcess:
+    """ansible-playbook PLAYBOOK with EXTRA_VARS (highest precedence) and more ARGS."""
     return subprocess.run(
         ["ansible-playbook", "-i", INVENTORY, "-e", json.dumps(extra_vars), *args, str(playbook)],
         capture_output=True,
         text=True,
-        env=env,
+        env=ansible_env(),
         check=False,
     )
 

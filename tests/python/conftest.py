@@ -16,9 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from rocmlab_testutil import STAGE_TOOL
+from rocmlab_testutil import REPO, STAGE_TOOL
 
 from rocmlab.datasets import DATASETS
+
+# The roles' modules import their shared code from the collection rocmlab.rocmlab, which
+# collections/ (a link to this checkout) provides, as ansible.cfg's collections_path does.
+sys.path.insert(0, str(REPO / "collections"))
 
 
 def pytest_configure(config: pytest.Config) -> None:

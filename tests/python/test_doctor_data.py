@@ -23,7 +23,9 @@ ROLE = REPO / "roles" / "gfx_override"
 SYSFS = REPO / "tests" / "fixtures" / "sysfs"
 TREES = sorted(path.name for path in SYSFS.iterdir() if path.is_dir())
 
-_spec = importlib.util.spec_from_file_location("gfx_detect", ROLE / "library" / "gfx_detect.py")
+_spec = importlib.util.spec_from_file_location(
+    "gfx_detect", REPO / "plugins" / "modules" / "gfx_detect.py"
+)
 assert _spec is not None and _spec.loader is not None
 gfx_detect = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gfx_detect)

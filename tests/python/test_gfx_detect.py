@@ -1,4 +1,4 @@
-"""Unit tests for roles/gfx_override/library/gfx_detect.py, on the fixture sysfs trees.
+"""Unit tests for plugins/modules/gfx_detect.py (role gfx_override), on the fixture sysfs trees.
 
 The module is imported by path (it is an Ansible module, not a package module), and fed the
 role's real tables from roles/gfx_override/vars/main.yml.
@@ -20,7 +20,9 @@ ROLE = REPO / "roles" / "gfx_override"
 FIXTURES = REPO / "tests" / "fixtures" / "sysfs"
 NODES = ("class", "kfd", "kfd", "topology", "nodes")
 
-_spec = importlib.util.spec_from_file_location("gfx_detect", ROLE / "library" / "gfx_detect.py")
+_spec = importlib.util.spec_from_file_location(
+    "gfx_detect", REPO / "plugins" / "modules" / "gfx_detect.py"
+)
 assert _spec is not None and _spec.loader is not None
 gfx_detect = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gfx_detect)

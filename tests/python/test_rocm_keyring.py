@@ -1,12 +1,13 @@
-"""Unit tests for rocm_repo's keyring code: module_utils/rocm_gpg.py, library/rocm_keyring_info.py,
-library/rocm_keyring.py, and the Molecule verifiers' molecule/shared/apt_keys.py.
+"""Unit tests for rocm_repo's keyring code: plugins/module_utils/rocm_gpg.py,
+plugins/modules/rocm_keyring_info.py and rocm_keyring.py, and the Molecule verifiers'
+molecule/shared/apt_keys.py.
 
 Every keyring here is real: the keys are generated with gpg in a temporary home directory
 (an Ed25519 primary key with a Curve25519 subkey, and a second key), and exported the ways apt
 finds them (binary, armored, several keys in one file). The fingerprints the tests expect come
 from gpg's own KEY_CREATED status lines, not from the parser under test. The modules are
-imported by path, with the role's module_utils made importable as Ansible does when it runs
-the role.
+imported by path; their module_utils import from the collection (tests/python/conftest.py
+puts collections/ on sys.path, as ansible.cfg's collections_path does for Ansible).
 """
 
 from __future__ import annotations
@@ -21,17 +22,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import ansible.module_utils
 import pytest
 from ansible.module_utils import basic
 
 REPO = Path(__file__).resolve().parents[2]
-ROLE = REPO / "roles" / "rocm_repo"
+PLUGINS = REPO / "plugins"
 
 pytestmark = pytest.mark.skipif(shutil.which("gpg") is None, reason="needs gpg")
-
-# What ansible-core does for a role's module_utils directory.
-ansible.module_utils.__path__.append(str(ROLE / "module_utils"))
 
 
 def load(name: str, path: Path):
@@ -42,9 +39,9 @@ def load(name: str, path: Path):
     return module
 
 
-rocm_gpg = load("rocm_gpg_under_test", ROLE / "module_utils" / "rocm_gpg.py")
-rocm_keyring_info = load("rocm_keyring_info", ROLE / "library" / "rocm_keyring_info.py")
-rocm_keyring = load("rocm_keyring", ROLE / "library" / "rocm_keyring.py")
+rocm_gpg = load("rocm_gpg_under_test", PLUGINS / "module_utils" / "rocm_gpg.py")
+rocm_keyring_info = load("rocm_keyring_info", PLUGINS / "modules" / "rocm_keyring_info.py")
+rocm_keyring = load("rocm_keyring", PLUGINS / "modules" / "rocm_keyring.py")
 apt_keys = load("apt_keys", REPO / "molecule" / "shared" / "apt_keys.py")
 
 

@@ -1,4 +1,4 @@
-"""Unit tests for roles/rocm_packages/library/rocm_package_dependents.py.
+"""Unit tests for plugins/modules/rocm_package_dependents.py.
 
 The graph function is tested on real dpkg status stanzas (tests/fixtures/dpkg_status, see its
 PROVENANCE.md). The module itself needs python3-apt, which the system Python has and the
@@ -19,17 +19,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import ansible.module_utils
 import pytest
 from ansible.module_utils import basic
 
 REPO = Path(__file__).resolve().parents[2]
-LIBRARY = REPO / "roles" / "rocm_packages" / "library"
+LIBRARY = REPO / "plugins" / "modules"
 FIXTURE = REPO / "tests" / "fixtures" / "dpkg_status"
 SYSTEM_PYTHON = "/usr/bin/python3"
-
-# What ansible-core does for a role's module_utils directory.
-ansible.module_utils.__path__.append(str(LIBRARY.parent / "module_utils"))
 
 _spec = importlib.util.spec_from_file_location(
     "rocm_package_dependents", LIBRARY / "rocm_package_dependents.py"
@@ -156,7 +152,7 @@ def run_module(names: list[str], env: dict[str, str], workdir: Path) -> dict[str
     env = dict(
         env,
         ANSIBLE_LIBRARY=str(LIBRARY),
-        ANSIBLE_MODULE_UTILS=str(LIBRARY.parent / "module_utils"),
+        ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
         ANSIBLE_STDOUT_CALLBACK="json",
         ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
         ANSIBLE_NOCOLOR="1",

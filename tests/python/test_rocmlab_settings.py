@@ -1,5 +1,6 @@
-"""Unit tests for roles/rocmlab/library/rocmlab_settings.py: the one check every role runs on the
-inventory values that reach a file, a command line or a path, before anything on a host changes.
+"""Unit tests for plugins/modules/rocmlab_settings.py (role rocmlab): the one check every role
+runs on the inventory values that reach a file, a command line or a path, before anything on a
+host changes.
 
 Each class of hostile input has a table; every value is refused with a sentence naming the
 variable, the value and what is accepted. The pip option parser is checked against pip's own
@@ -15,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
-    "rocmlab_settings", REPO / "roles" / "rocmlab" / "library" / "rocmlab_settings.py"
+    "rocmlab_settings", REPO / "plugins" / "modules" / "rocmlab_settings.py"
 )
 assert _spec is not None and _spec.loader is not None
 settings = importlib.util.module_from_spec(_spec)

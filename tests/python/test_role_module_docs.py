@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-MODULES = sorted(REPO.glob("roles/*/library/*.py"))
+MODULES = sorted(REPO.glob("plugins/modules/*.py"))
 ANSIBLE_DOC = shutil.which("ansible-doc", path=str(Path(sys.executable).parent)) or shutil.which(
     "ansible-doc"
 )

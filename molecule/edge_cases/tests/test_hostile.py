@@ -22,7 +22,7 @@ from pathlib import Path
 import playbook_runs
 import pytest
 import testinfra
-from playbook_runs import alias_inventory, failures, said
+from playbook_runs import alias_inventory, ansible_env, failures, said
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -267,11 +267,7 @@ def hostile_run(tmp_path_factory):
         ["ansible-playbook", "-i", str(inventory), "--forks", "12", str(SITE)],
         capture_output=True,
         text=True,
-        env=dict(
-            os.environ,
-            ANSIBLE_ROLES_PATH=str(PROJECT / "roles"),
-            ANSIBLE_CALLBACK_RESULT_FORMAT="json",
-        ),
+        env=ansible_env(),
         check=False,
     )
     after = {name: host(name).check_output(SNAPSHOT) for name in (D12, D13)}
@@ -394,11 +390,7 @@ def test_a_second_run_is_refused_naming_the_first_which_waits_for_the_dpkg_lock(
         while not h.file("/tmp/dpkg-held").exists:
             assert time.monotonic() < deadline, "the dpkg lock holder did not start"
             time.sleep(0.5)
-        env = dict(
-            os.environ,
-            ANSIBLE_ROLES_PATH=str(PROJECT / "roles"),
-            ANSIBLE_CALLBACK_RESULT_FORMAT="json",
-        )
+        env = ansible_env()
         first = subprocess.Popen(
             ["ansible-playbook", "-i", INVENTORY, "--limit", D13, str(ROCM)],
             stdout=subprocess.PIPE,

@@ -86,7 +86,8 @@ def test_written_files_say_who_manages_them_and_why(host, expected, path):
         pytest.skip("this machine needs no variables")
     text = host.file(path).content_string
     first = text.splitlines()[0]
-    assert first.startswith("# Ansible managed") and "Managed by rocmlab's gfx_override role" in first
+    assert first.startswith("# Ansible managed")
+    assert "Managed by rocmlab's gfx_override role" in first
     for key in expected[0]:
         assert f"\n# {key}: " in text
     for words in WHY[host.backend.get_hostname()]:

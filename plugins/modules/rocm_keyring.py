@@ -96,7 +96,7 @@ import os  # noqa: E402 (after the module's docs, by convention)
 import tempfile  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible.module_utils.rocm_gpg import (  # noqa: E402
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_gpg import (  # noqa: E402
     GpgError,
     GpgMissing,
     KeyNotFound,

@@ -70,7 +70,7 @@ dependents:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
-from ansible.module_utils.rocm_apt import apt_cache  # noqa: E402
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_apt import apt_cache  # noqa: E402
 
 STRONG_DEPENDENCIES = ("Depends", "PreDepends")
 
