@@ -4,7 +4,9 @@
 # (.venv/, .cache/) or in the local Docker engine.
 
 ROCMLAB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-ROCMLAB_CACHE="$ROCMLAB_ROOT/.cache"
+# Caches (images' fixtures, wheelhouse, datasets): .cache/ unless ROCMLAB_CACHE names another
+# directory, which lets several checkouts share one set of fixture servers.
+ROCMLAB_CACHE="${ROCMLAB_CACHE:-$ROCMLAB_ROOT/.cache}"
 ROCMLAB_VENV="$ROCMLAB_ROOT/.venv"
 export ROCMLAB_ROOT ROCMLAB_CACHE
 
