@@ -6,52 +6,25 @@ NCCL on GPUs (RCCL on ROCm, same name in torch), gloo on the CPU.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from rocmlab.errors import UsageError
+from rocmlab.distenv import DistContext, context_from_env
+
+__all__ = [
+    "DistContext",
+    "allreduce_check",
+    "broadcast_int",
+    "context_from_env",
+    "gather",
+    "init_process_group",
+    "shutdown",
+]
 
 INIT_TIMEOUT = timedelta(minutes=5)
-
-
-@dataclass(frozen=True)
-class DistContext:
-    """This process's place in the job; world_size 1 means a plain single-process run."""
-
-    rank: int = 0
-    local_rank: int = 0
-    world_size: int = 1
-    backend: str | None = None
-
-    @property
-    def is_main(self) -> bool:
-        """Rank 0 prints and writes the report."""
-        return self.rank == 0
-
-    @property
-    def enabled(self) -> bool:
-        """Whether a process group is in use."""
-        return self.world_size > 1
-
-
-def context_from_env(environ: Mapping[str, str] | None = None) -> DistContext:
-    """Read RANK, LOCAL_RANK and WORLD_SIZE as set by torchrun."""
-    env = os.environ if environ is None else environ
-    try:
-        world = int(env.get("WORLD_SIZE", "1"))
-        rank = int(env.get("RANK", "0"))
-        local_rank = int(env.get("LOCAL_RANK", "0"))
-    except ValueError as exc:
-        raise UsageError(f"WORLD_SIZE/RANK/LOCAL_RANK must be integers ({exc})") from exc
-    if world < 1 or not 0 <= rank < world:
-        raise UsageError(f"RANK {rank} and WORLD_SIZE {world}: expected 0 <= RANK < WORLD_SIZE")
-    return DistContext(rank=rank, local_rank=local_rank, world_size=world)
 
 
 def init_process_group(ctx: DistContext, device: torch.device) -> DistContext:
