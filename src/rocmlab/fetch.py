@@ -63,9 +63,10 @@ def fetch_dataset(
 ) -> dict[str, Path]:
     """Stage all files of ``spec`` from ``source`` into ``dest``; return role -> staged path."""
     dest.mkdir(parents=True, exist_ok=True)
+    is_source = not is_url(source) and dest_is_source(source_dir(source), dest, spec)
     staged: dict[str, Path] = {}
     for fspec in spec.files:
-        existing = already_staged(dest, fspec, log)
+        existing = already_staged(dest, fspec, log, is_source)
         if existing is not None:
             log(f"{existing.name}: already staged and verified")
             staged[fspec.role] = existing
@@ -76,8 +77,20 @@ def fetch_dataset(
     return staged
 
 
-def already_staged(dest: Path, fspec: IdxFileSpec, log: Log) -> Path | None:
-    """A verified copy of ``fspec`` in ``dest``; copies that fail verification are removed."""
+def dest_is_source(src_root: Path, dest: Path, spec: DatasetSpec) -> bool:
+    """Whether ``dest`` is one of the directories the local source is read from (``--from`` and
+    ``--dest`` the same directory, through a link, a relative path or torchvision's layout)."""
+    if not src_root.is_dir():
+        return False
+    target = dest.resolve()
+    return any(d.resolve() == target for d in search_dirs(src_root, spec) if d.is_dir())
+
+
+def already_staged(
+    dest: Path, fspec: IdxFileSpec, log: Log, is_source: bool = False
+) -> Path | None:
+    """A verified copy of ``fspec`` in ``dest``. Copies that fail verification are removed, unless
+    ``dest`` is also the source: then the file is the only copy, and DataError names it."""
     for name in fspec.names:
         path = dest / name
         if not path.is_file():
@@ -85,6 +98,11 @@ def already_staged(dest: Path, fspec: IdxFileSpec, log: Log) -> Path | None:
         try:
             verify_content(path, decompressed(path, path.read_bytes()), fspec)
         except DataError as exc:
+            if is_source:
+                raise DataError(
+                    f"{exc}; not removed: {dest} is also the source (--from), so this file is "
+                    "the only copy (restore it, or stage from another --from)"
+                ) from exc
             log(f"removing {path}: {exc}")
             path.unlink()
             continue

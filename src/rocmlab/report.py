@@ -9,13 +9,18 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from rocmlab import __version__
+from rocmlab.errors import UsageError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# 0-4 (rocmlab.errors.ExitCode), and 128 + the signal's number for SIGINT (130) and SIGTERM (143).
+EXIT_CODES = [0, 1, 2, 3, 4, 130, 143]
+DOCTOR_TOOL = "rocmlab doctor"
 
 _NUM = {"type": ["number", "null"]}
 _INT = {"type": ["integer", "null"]}
@@ -43,9 +48,10 @@ _EPOCH = {
 }
 _RANK = {
     "type": "object",
-    "required": ["rank", "device", "device_name", "gfx_arch", "gpu_cpu_max_abs_diff"],
+    "required": ["rank", "host", "device", "device_name", "gfx_arch", "gpu_cpu_max_abs_diff"],
     "properties": {
         "rank": {"type": "integer"},
+        "host": {"type": "string"},
         "device": {"type": "string"},
         "device_name": {"type": "string"},
         "gfx_arch": _STR,
@@ -64,7 +70,7 @@ REPORT_SCHEMA: dict[str, Any] = {
         "created": {"type": "string"},
         "host": {"type": "string"},
         "passed": {"type": "boolean"},
-        "exit_code": {"enum": [0, 1, 2, 3, 4]},
+        "exit_code": {"enum": EXIT_CODES},
         "error": _STR,
         "backend": {"enum": ["rocm", "cuda", "cpu", None]},
         "torch_build": {"enum": ["rocm", "cuda", "cpu", None]},
@@ -107,6 +113,8 @@ REPORT_SCHEMA: dict[str, Any] = {
         },
         "matmul_tflops": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
         "checks": {"type": "array", "items": _CHECK},
+        # The `rocmlab doctor --json` document given with --doctor-json, verbatim.
+        "doctor": {"type": ["object", "null"]},
     },
     "additionalProperties": False,
 }
@@ -131,12 +139,81 @@ def new_report(options: dict[str, Any], world_size: int) -> dict[str, Any]:
     return report
 
 
-def write_report(report: dict[str, Any], path: Path) -> None:
-    """Write the report atomically (a reader never sees half a file)."""
+def check_output_path(path: Path, option: str = "--json") -> None:
+    """Refuse (UsageError, exit 4) an output file that could not be written, before any work.
+
+    The parent directory is created when missing, and a probe file is created and removed in it,
+    so that permissions, read-only file systems and full directories are found now, not after
+    training.
+    """
+    if path.is_dir():
+        raise UsageError(
+            f"{option} {path}: is a directory; give a file name, e.g. {path / 'smoke.json'}"
+        )
+    parent = path.parent
+    existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise UsageError(f"{option} {path}: {existing} is not a directory")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"{option} {path}: cannot create the directory {parent} ({exc.strerror})"
+        ) from exc
+    try:
+        handle, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
+    except OSError as exc:
+        raise UsageError(
+            f"{option} {path}: cannot write in the directory {parent} ({exc.strerror})"
+        ) from exc
+    os.close(handle)
+    os.unlink(probe)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory, renamed over
+    ``path`` (a reader never sees half a file); the temporary file is removed if anything fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(_finite(report), indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # what open() would have given, not mkstemp's 0600
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_report(report: dict[str, Any], path: Path) -> None:
+    """Write the report as strict JSON, atomically."""
+    write_atomically(path, json.dumps(_finite(report), indent=2, sort_keys=False) + "\n")
+
+
+def load_doctor_document(path: Path) -> dict[str, Any]:
+    """The ``rocmlab doctor --json`` document in ``path``; UsageError (exit 4) if it is not one."""
+    option = f"--doctor-json {path}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc.reason})"
+        raise UsageError(f"{option}: cannot read it ({why})") from exc
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{option}: not JSON ({exc})") from exc
+    if not isinstance(document, dict) or document.get("tool") != DOCTOR_TOOL:
+        raise UsageError(
+            f"{option}: not a `rocmlab doctor --json` document (expected a JSON object with "
+            f'"tool": "{DOCTOR_TOOL}")'
+        )
+    return document
 
 
 def _finite(value: Any) -> Any:

@@ -1,15 +1,14 @@
-"""``rocmlab smoke``: prove that this machine's GPU (or GPUs, under torchrun) trains correctly.
+"""``rocmlab smoke``'s checks: prove that this machine's GPU (or GPUs, under torchrun) trains
+correctly.
 
-Order: device truth, data, process group, numeric truth, training, speed probe, learning truth,
-report. Imported only when the subcommand runs, after ``rocmlab.torch_import.import_torch()``.
+Order: device truth, data, process group, numeric truth, training, speed probe, learning truth.
+Imported only when the subcommand runs, after ``rocmlab.torch_import.import_torch()``;
+``rocmlab.job`` runs it and writes the report.
 """
 
 from __future__ import annotations
 
 import os
-import traceback
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,7 +17,7 @@ from rocmlab import distributed
 from rocmlab.amp import choose_amp_dtype
 from rocmlab.datadir import load_dataset
 from rocmlab.device import DeviceInfo, probe_device
-from rocmlab.errors import ExitCode, GpuAbsentError, RocmlabError
+from rocmlab.errors import ExitCode, GpuAbsentError
 from rocmlab.gates import (
     Check,
     accuracy_check,
@@ -26,11 +25,12 @@ from rocmlab.gates import (
     is_default_recipe,
     loss_check,
 )
+from rocmlab.interrupt import Phase
+from rocmlab.job import SmokeOptions
 from rocmlab.matmul_probe import CHECK_ROWS, default_size, matmul_probe
 from rocmlab.model import build_model
 from rocmlab.numeric import TOLERANCES, check_agreement
 from rocmlab.progress import Progress
-from rocmlab.report import new_report, summary_lines, write_report
 from rocmlab.train import (
     TrainConfig,
     images_tensor,
@@ -41,93 +41,6 @@ from rocmlab.train import (
 )
 
 NUMERIC_BATCH = 256  # first test images, used for the numeric check
-
-
-@dataclass(frozen=True)
-class SmokeOptions:
-    """Validated command-line options of ``rocmlab smoke``."""
-
-    data: Path
-    dataset: str
-    device: str
-    require_gpu: bool
-    epochs: int
-    batch_size: int
-    optimizer: str
-    lr: float
-    momentum: float
-    amp: str
-    min_accuracy: float | None
-    seed: int
-    json_path: Path | None
-
-
-def run_smoke(options: SmokeOptions) -> int:
-    """Run the job; return the exit code (RocmlabError propagates after the report is written)."""
-    ctx = distributed.context_from_env()
-    report = new_report(
-        {
-            "dataset": options.dataset,
-            "data_dir": str(options.data),
-            "epochs": options.epochs,
-            "batch_size": options.batch_size,
-            "optimizer": options.optimizer,
-            "lr": options.lr,
-            "momentum": options.momentum,
-            "seed": options.seed,
-            "amp": options.amp,
-        },
-        ctx.world_size,
-    )
-    progress = Progress(enabled=ctx.is_main)
-    try:
-        code = _run(options, ctx, report, progress)
-    except RocmlabError as exc:
-        report.update(passed=False, error=str(exc), exit_code=int(exc.exit_code))
-        _finish(options, ctx, report, progress)
-        raise
-    except Exception as exc:  # a GPU stack that crashes has failed the smoke test: report it
-        traceback.print_exc()
-        report.update(passed=False, error=crash_message(exc), exit_code=int(ExitCode.CHECK_FAILED))
-        _finish(options, ctx, report, progress)
-        return int(ExitCode.CHECK_FAILED)
-    report.update(exit_code=code)
-    _finish(options, ctx, report, progress)
-    return code
-
-
-# Substrings of errors the ROCm/CUDA stack raises, and what to do about them.
-CRASH_HINTS = (
-    (
-        ("hipErrorNoBinaryForGpu", "invalid device function", "no kernel image is available"),
-        "this PyTorch has no GPU code for this architecture: set HSA_OVERRIDE_GFX_VERSION "
-        "(roles/gfx_override) or install a ROCm/PyTorch build that supports the GPU",
-    ),
-    (
-        ("out of memory",),
-        "the GPU is out of memory: another process may hold it (rocm-smi / nvidia-smi)",
-    ),
-)
-
-
-def crash_message(exc: BaseException) -> str:
-    """``Type: message`` of an unexpected error, with a hint for known GPU-stack failures."""
-    text = f"{type(exc).__name__}: {exc}"
-    for needles, hint in CRASH_HINTS:
-        if any(needle in text for needle in needles):
-            return f"{text} ({hint})"
-    return text
-
-
-def _finish(
-    options: SmokeOptions, ctx: distributed.DistContext, report: dict[str, Any], progress: Progress
-) -> None:
-    if not ctx.is_main:
-        return
-    for line in summary_lines(report):
-        progress.line(line)
-    if options.json_path is not None:
-        write_report(report, options.json_path)
 
 
 def _device_truth(
@@ -163,9 +76,15 @@ def _describe(info: DeviceInfo) -> str:
     return text
 
 
-def _run(
-    options: SmokeOptions, ctx: distributed.DistContext, report: dict[str, Any], progress: Progress
+def run_checks(
+    options: SmokeOptions,
+    ctx: distributed.DistContext,
+    report: dict[str, Any],
+    progress: Progress,
+    phase: Phase,
 ) -> int:
+    """Run every check, filling in ``report``; return the exit code (0 or 1)."""
+    phase.enter("probing the device")
     device, info = _device_truth(options, ctx, report)
     if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         # The model is too small to gain from more threads, and OpenMP threads that must meet at
@@ -176,6 +95,7 @@ def _run(
     report["amp_dtype"] = amp_name
     progress.line(f"device: {_describe(info)}")
 
+    phase.enter("loading and verifying the data")
     dataset = load_dataset(options.data, options.dataset)
     progress.line(
         f"data: {options.dataset} from {options.data} (4 files, SHA-256 verified); "
@@ -185,6 +105,7 @@ def _run(
         + (f" momentum {options.momentum:g}" if options.optimizer == "sgd" else "")
         + f", amp {amp_name or 'off'}"
     )
+    phase.enter("joining the process group")
     ctx = distributed.init_process_group(ctx, device)
     checks = [Check("device", True, _describe(info), ctx.rank if ctx.enabled else None)]
     rank = ctx.rank if ctx.enabled else None
@@ -193,6 +114,7 @@ def _run(
         checks.append(Check("allreduce", ok, detail, rank))
 
     # Numeric truth, before training: fixed weights (seed) and a fixed batch.
+    phase.enter("running the numeric check")
     test_x = dataset.arrays["test_images"]
     x = normalise(images_tensor(test_x)[:NUMERIC_BATCH], dataset.spec.mean, dataset.spec.std)
     y = labels_tensor(dataset.arrays["test_labels"])[:NUMERIC_BATCH]
@@ -212,6 +134,7 @@ def _run(
     }
 
     # Training.
+    phase.enter("moving the data to the device")
     model = build_model(options.seed).to(device)
     data = to_device(dataset, device)
     config = TrainConfig(
@@ -222,10 +145,12 @@ def _run(
         options.momentum,
         options.seed,
     )
-    result = train(model, data, config, device, amp_dtype, ctx, progress)
+    phase.enter("training")
+    result = train(model, data, config, device, amp_dtype, ctx, progress, phase)
     del data
 
     # Speed probe, with its result spot-checked.
+    phase.enter("running the matmul speed probe")
     probes = [matmul_probe(device, torch.float32, default_size(device))]
     if amp_dtype is not None:
         probes.append(matmul_probe(device, amp_dtype, default_size(device)))
@@ -243,12 +168,14 @@ def _run(
     )
     rank_summary = {
         "rank": ctx.rank,
+        "host": distributed.host_name(),
         "device": info.device,
         "device_name": info.device_name,
         "gfx_arch": info.gfx_arch,
         "gpu_cpu_max_abs_diff": max_diff,
         "checks": [c.as_dict() for c in checks],
     }
+    phase.enter("gathering the results")
     gathered = distributed.gather(ctx, rank_summary, device)
     if ctx.is_main:
         all_checks = [check for summary in gathered for check in summary.pop("checks")]

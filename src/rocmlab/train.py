@@ -18,8 +18,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 from rocmlab.datadir import LoadedDataset
 from rocmlab.device import synchronize
-from rocmlab.distributed import DistContext
+from rocmlab.distenv import DistContext
 from rocmlab.idx import IdxArray
+from rocmlab.interrupt import Phase
 from rocmlab.progress import Progress
 
 OPTIMIZERS = ("adam", "sgd")
@@ -163,8 +164,12 @@ def train(
     amp_dtype: torch.dtype | None,
     ctx: DistContext,
     progress: Progress,
+    phase: Phase | None = None,
 ) -> TrainResult:
-    """Train ``model`` (already on ``device``) and evaluate it after every epoch."""
+    """Train ``model`` (already on ``device``) and evaluate it after every epoch.
+
+    ``phase`` is told the current epoch (for the message of an interrupted run).
+    """
     net: nn.Module = model
     if ctx.enabled:
         net = DistributedDataParallel(
@@ -178,6 +183,8 @@ def train(
     n = data.train_x.shape[0]
     net.train()
     for epoch in range(1, config.epochs + 1):
+        if phase is not None:
+            phase.at(f"epoch {epoch}/{config.epochs}")
         synchronize(device)
         start = time.perf_counter()
         perm = rank_permutation(n, generator, device, ctx)

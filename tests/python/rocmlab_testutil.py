@@ -52,3 +52,13 @@ def run_cli(
         env={**os.environ, **(env or {})},
         cwd=REPO,
     )
+
+
+def without_torch(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in a Python where ``import torch`` fails."""
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from rocmlab.cli import main\n"
+        f"sys.exit(main({list(args)!r}))"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rocmlab_testutil import REPO, run_cli
+from rocmlab_testutil import REPO, run_cli, without_torch
 
 from rocmlab.cli import main
 
@@ -114,16 +114,6 @@ def test_require_gpu_with_device_cpu_is_contradictory(tmp_path: Path) -> None:
 def test_cli_module_does_not_import_torch() -> None:
     code = "import sys, rocmlab.cli, rocmlab.fetch; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
-
-
-def without_torch(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the CLI in a Python where ``import torch`` fails."""
-    code = (
-        "import sys; sys.modules['torch'] = None\n"
-        "from rocmlab.cli import main\n"
-        f"sys.exit(main({list(args)!r}))"
-    )
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
 
 
 def test_smoke_without_torch_explains(real_data: dict[str, Path]) -> None:

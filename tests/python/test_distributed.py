@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,7 @@ def test_two_process_gloo_run(real_data: dict[str, Path], tmp_path: Path) -> Non
     assert report["passed"] is True
     assert report["world_size"] == 2
     assert [r["rank"] for r in report["ranks"]] == [0, 1]
+    assert [r["host"] for r in report["ranks"]] == [socket.gethostname()] * 2
     allreduce = [c for c in report["checks"] if c["name"] == "allreduce"]
     assert [(c["rank"], c["passed"]) for c in allreduce] == [(0, True), (1, True)]
     assert "gloo all_reduce(SUM) over 2 ranks: max |diff| 0" in allreduce[0]["detail"]

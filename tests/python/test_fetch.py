@@ -238,3 +238,35 @@ def test_fetch_from_a_directory_refuses_a_damaged_file(
 def test_fetch_from_a_missing_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert fetch(str(tmp_path / "nowhere"), tmp_path / "dest") == 3
     assert "nowhere: not a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("how", ["same path", "symlink", "file URL", "torchvision layout"])
+def test_dest_that_is_the_source_never_loses_a_file(
+    real_data: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    if how == "torchvision layout":
+        root = tmp_path / "src"
+        data = copy_dataset(real_data["mnist"], root / "MNIST" / "raw")
+        source, dest = str(root), data
+    else:
+        data = copy_dataset(real_data["mnist"], tmp_path / "data")
+        dest = data
+        if how == "symlink":
+            (tmp_path / "link").symlink_to(data)
+            dest = tmp_path / "link"
+        source = data.as_uri() if how == "file URL" else str(data)
+    # Intact: nothing is copied or removed.
+    assert fetch(source, dest) == 0
+    assert "already staged and verified" in capsys.readouterr().out
+    # Altered in place: reported with its hash mismatch, kept as it is.
+    victim = data / "train-labels-idx1-ubyte"
+    altered = bytearray(victim.read_bytes())
+    altered[-1] = (altered[-1] + 1) % 10
+    victim.write_bytes(bytes(altered))
+    assert fetch(source, dest) == 3
+    err = capsys.readouterr().err
+    assert "train-labels-idx1-ubyte: SHA-256" in err and "does not match" in err
+    assert MNIST.file("train_labels").sha256 in err
+    assert "not removed" in err and "not found" not in err
+    assert victim.read_bytes() == bytes(altered)
+    assert sorted(p.name for p in data.iterdir()) == sorted(f.stem for f in MNIST.files)

@@ -157,18 +157,19 @@ def test_altered_file_exits_3_naming_it(real_data: dict[str, Path], tmp_path: Pa
 def test_a_crashing_gpu_stack_is_a_failed_check_with_a_hint(
     real_data: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from rocmlab import job
     from rocmlab import smoke as smoke_module
 
     def crash(*args: object, **kwargs: object) -> None:
         raise RuntimeError("HIP error: hipErrorNoBinaryForGpu: Unable to find code object")
 
     monkeypatch.setattr(smoke_module, "train", crash)
-    options = smoke_module.SmokeOptions(
+    options = job.SmokeOptions(
         data=real_data["mnist"], dataset="mnist", device="cpu", require_gpu=False, epochs=1,
         batch_size=128, optimizer="adam", lr=1e-3, momentum=0.0, amp="auto", min_accuracy=None,
         seed=0, json_path=tmp_path / "r.json",
     )  # fmt: skip
-    assert smoke_module.run_smoke(options) == 1
+    assert job.run_smoke(options) == 1
     report = json.loads((tmp_path / "r.json").read_text())
     jsonschema.validate(report, REPORT_SCHEMA)
     assert report["exit_code"] == 1 and report["passed"] is False

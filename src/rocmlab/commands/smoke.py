@@ -1,4 +1,5 @@
-"""``rocmlab smoke``: its arguments, and the call into rocmlab.smoke (imported only to run)."""
+"""``rocmlab smoke``: its arguments, the checks made before anything heavy, and the call into
+rocmlab.job (which imports torch only to run)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rocmlab.commands.argtypes import FRACTION, LR, MOMENTUM, POSITIVE_INT, SEED
 from rocmlab.datasets import DATASETS
 from rocmlab.errors import UsageError
 from rocmlab.gates import DEFAULT_EPOCHS, DEFAULT_RECIPE
+from rocmlab.report import check_output_path, load_doctor_document
 
 NAME = "smoke"
 EXIT_CODES = """exit codes:
@@ -17,7 +19,8 @@ EXIT_CODES = """exit codes:
   1  a check failed (or torch is missing)
   2  a GPU was required but the run would be on the CPU
   3  data missing, truncated, altered or not fetchable
-  4  bad arguments"""
+  4  bad arguments (also: the --json PATH cannot be written, --doctor-json FILE unreadable)
+  130, 143  interrupted by SIGINT, SIGTERM (smoke writes its report first)"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -122,7 +125,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="PATH",
         dest="json_path",
-        help="also write the report as JSON to PATH (rank 0 only)",
+        help="also write the report as JSON to PATH (rank 0 only); checked before the run",
+    )
+    smoke.add_argument(
+        "--doctor-json",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="embed this `rocmlab doctor --json` document in the report under 'doctor'",
     )
     smoke.set_defaults(func=run)
 
@@ -133,10 +143,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--momentum {args.momentum:g}: only valid with --optimizer sgd")
     if args.require_gpu and args.device == "cpu":
         raise UsageError("--require-gpu contradicts --device cpu: drop one of them")
-    from rocmlab.torch_import import import_torch
-
-    import_torch()
-    from rocmlab.smoke import SmokeOptions, run_smoke
+    if args.json_path is not None:
+        check_output_path(args.json_path, "--json")
+    doctor = load_doctor_document(args.doctor_json) if args.doctor_json is not None else None
+    from rocmlab.job import SmokeOptions, run_smoke
 
     options = SmokeOptions(
         data=args.data,
@@ -152,5 +162,6 @@ def run(args: argparse.Namespace) -> int:
         min_accuracy=args.min_accuracy,
         seed=args.seed,
         json_path=args.json_path,
+        doctor=doctor,
     )
     return run_smoke(options)

@@ -1,0 +1,146 @@
+"""Running ``rocmlab smoke``: its report, its exit code, and what happens when it is interrupted.
+
+No torch at import: the report exists before torch is imported, so a run that torch cannot start,
+or that SIGINT/SIGTERM stops at any point, still writes one. The checks themselves are in
+``rocmlab.smoke``.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rocmlab.distenv import DistContext, context_from_env
+from rocmlab.errors import ExitCode, RocmlabError, UsageError
+from rocmlab.interrupt import Interrupted, Phase, interruptible
+from rocmlab.progress import Progress
+from rocmlab.report import new_report, summary_lines, write_report
+
+
+@dataclass(frozen=True)
+class SmokeOptions:
+    """Validated command-line options of ``rocmlab smoke``."""
+
+    data: Path
+    dataset: str
+    device: str
+    require_gpu: bool
+    epochs: int
+    batch_size: int
+    optimizer: str
+    lr: float
+    momentum: float
+    amp: str
+    min_accuracy: float | None
+    seed: int
+    json_path: Path | None
+    doctor: dict[str, Any] | None = None  # the --doctor-json document
+
+    def report_fields(self) -> dict[str, Any]:
+        """The options as the report records them."""
+        return {
+            "dataset": self.dataset,
+            "data_dir": str(self.data),
+            "epochs": self.epochs,
+            "batch_size": self.batch_size,
+            "optimizer": self.optimizer,
+            "lr": self.lr,
+            "momentum": self.momentum,
+            "seed": self.seed,
+            "amp": self.amp,
+            "doctor": self.doctor,
+        }
+
+
+def run_smoke(options: SmokeOptions) -> int:
+    """Run the job; return the exit code. A RocmlabError (exit 2-4, or 130/143 when interrupted)
+    propagates after the report is written, for the CLI to print."""
+    ctx = context_from_env()
+    report = new_report(options.report_fields(), ctx.world_size)
+    progress = Progress(enabled=ctx.is_main)
+    phase = Phase("importing torch")
+    failure: RocmlabError | None = None
+    with interruptible(phase):
+        try:
+            try:
+                code = _checks(options, ctx, report, progress, phase)
+            except Interrupted:
+                raise
+            except RocmlabError as exc:
+                failure, code = exc, int(exc.exit_code)
+                report.update(passed=False, error=str(exc), exit_code=code)
+            except Exception as exc:  # a GPU stack that crashes has failed the smoke test
+                traceback.print_exc()
+                code = int(ExitCode.CHECK_FAILED)
+                report.update(passed=False, error=crash_message(exc), exit_code=code)
+            else:
+                report["exit_code"] = code
+            phase.enter("writing the report")
+            _finish(options, ctx, report, progress)
+        except Interrupted as exc:
+            failure = exc
+            report.update(passed=False, error=str(exc), exit_code=exc.exit_code)
+            _finish(options, ctx, report, progress)
+            if ctx.is_main and options.json_path is not None:
+                exc.note = f"report (passed: false) written to {options.json_path}"
+    if failure is not None:
+        raise failure
+    return code
+
+
+def _checks(
+    options: SmokeOptions,
+    ctx: DistContext,
+    report: dict[str, Any],
+    progress: Progress,
+    phase: Phase,
+) -> int:
+    from rocmlab.torch_import import import_torch
+
+    import_torch()
+    from rocmlab.smoke import run_checks
+
+    return run_checks(options, ctx, report, progress, phase)
+
+
+# Substrings of errors the ROCm/CUDA stack raises, and what to do about them.
+CRASH_HINTS = (
+    (
+        ("hipErrorNoBinaryForGpu", "invalid device function", "no kernel image is available"),
+        "this PyTorch has no GPU code for this architecture: set HSA_OVERRIDE_GFX_VERSION "
+        "(roles/gfx_override) or install a ROCm/PyTorch build that supports the GPU",
+    ),
+    (
+        ("out of memory",),
+        "the GPU is out of memory: another process may hold it (rocm-smi / nvidia-smi)",
+    ),
+)
+
+
+def crash_message(exc: BaseException) -> str:
+    """``Type: message`` of an unexpected error, with a hint for known GPU-stack failures."""
+    text = f"{type(exc).__name__}: {exc}"
+    for needles, hint in CRASH_HINTS:
+        if any(needle in text for needle in needles):
+            return f"{text} ({hint})"
+    return text
+
+
+def _finish(
+    options: SmokeOptions, ctx: DistContext, report: dict[str, Any], progress: Progress
+) -> None:
+    """Print the summary and write the report (rank 0 only)."""
+    if not ctx.is_main:
+        return
+    for line in summary_lines(report):
+        progress.line(line)
+    if options.json_path is None:
+        return
+    try:
+        write_report(report, options.json_path)
+    except OSError as exc:  # the path was checked before the run; something changed since
+        raise UsageError(
+            f"--json {options.json_path}: cannot write the report ({exc.strerror or exc})"
+        ) from exc
