@@ -60,7 +60,8 @@ def refused_without_change(host, snapshot: str, run_play) -> str:
 
 
 def failures(run: subprocess.CompletedProcess) -> dict[str, str]:
-    """The message of each host's failure in RUN: {host: msg} (JSON result format)."""
+    """The message of each host's last failure in RUN: {host: msg} (JSON result format). The
+    last one: a rescue that reports why its block failed comes after the block's own failure."""
     found: dict[str, str] = {}
     decoder = json.JSONDecoder()
     text = run.stdout + "\n" + run.stderr
@@ -69,7 +70,7 @@ def failures(run: subprocess.CompletedProcess) -> dict[str, str]:
             result, _ = decoder.raw_decode(text, match.end())
         except ValueError:
             result = {"msg": text[match.end() : match.end() + 2000]}
-        found.setdefault(match.group(1), str(result.get("msg", result)))
+        found[match.group(1)] = str(result.get("msg", result))
     return found
 
 

@@ -15,11 +15,14 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")
 INSTALLED = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "collections"
 COLLECTION = INSTALLED / "ansible_collections" / "rocmlab" / "rocmlab"
+EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+# No configuration of this checkout's: only the installed collection may provide anything.
+(EPHEMERAL / "empty-ansible.cfg").write_text("[defaults]\n")
 ENV = dict(
     os.environ,
     ANSIBLE_COLLECTIONS_PATH=str(INSTALLED),
-    ANSIBLE_ROLES_PATH=str(Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "no-roles"),
-    ANSIBLE_CONFIG="/dev/null",
+    ANSIBLE_ROLES_PATH=str(EPHEMERAL / "no-roles"),
+    ANSIBLE_CONFIG=str(EPHEMERAL / "empty-ansible.cfg"),
 )
 
 
