@@ -32,3 +32,19 @@ MOMENTUM = number(float, 0.0, 0.999, "a momentum in [0, 0.999]")
 FRACTION = number(float, 0.0, 1.0, "an accuracy between 0 and 1")
 SECONDS = number(float, 0.0, 3600.0, "seconds between 0 and 3600")
 ATTEMPTS = number(int, 1, 100, "a whole number between 1 and 100")
+
+
+def comma_list(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
+    """An argparse type: a comma-separated list of ``choices`` (in the order given, each once)."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        names = [name.strip() for name in text.split(",") if name.strip()]
+        unknown = [name for name in names if name not in choices]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: unknown {', '.join(map(repr, unknown))}; expected a comma-separated "
+                f"list of {', '.join(choices)}"
+            )
+        return tuple(dict.fromkeys(names))
+
+    return parse
