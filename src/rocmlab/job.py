@@ -37,6 +37,8 @@ class SmokeOptions:
     seed: int
     json_path: Path | None
     doctor: dict[str, Any] | None = None  # the --doctor-json document
+    model: str = "mlp"
+    techniques: tuple[str, ...] = ()
 
     def report_fields(self) -> dict[str, Any]:
         """The options as the report records them."""
@@ -51,6 +53,8 @@ class SmokeOptions:
             "seed": self.seed,
             "amp": self.amp,
             "doctor": self.doctor,
+            "model": self.model,
+            "techniques": list(self.techniques),
         }
 
 

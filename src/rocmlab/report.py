@@ -11,6 +11,8 @@ import os
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,9 @@ from rocmlab import __version__
 from rocmlab.errors import UsageError
 
 SCHEMA_VERSION = 2
+# The choices of --model and --techniques (rocmlab.model and rocmlab.techniques implement them).
+MODEL_CHOICES = ("mlp", "cnn")
+TECHNIQUES = ("accumulation", "checkpoint", "amp", "profile")
 # 0-4 (rocmlab.errors.ExitCode), and 128 + the signal's number for SIGINT (130) and SIGTERM (143).
 EXIT_CODES = [0, 1, 2, 3, 4, 130, 143]
 DOCTOR_TOOL = "rocmlab doctor"
@@ -56,6 +61,17 @@ _RANK = {
         "device_name": {"type": "string"},
         "gfx_arch": _STR,
         "gpu_cpu_max_abs_diff": _NUM,
+    },
+}
+
+_KERNEL = {
+    "type": "object",
+    "required": ["name", "device_time_us", "calls"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string"},
+        "device_time_us": {"type": "number"},
+        "calls": {"type": "integer"},
     },
 }
 
@@ -115,6 +131,18 @@ REPORT_SCHEMA: dict[str, Any] = {
         "checks": {"type": "array", "items": _CHECK},
         # The `rocmlab doctor --json` document given with --doctor-json, verbatim.
         "doctor": {"type": ["object", "null"]},
+        "model": {"enum": list(MODEL_CHOICES)},
+        "techniques": {"type": "array", "items": {"enum": list(TECHNIQUES)}},
+        "amp_speedup": _NUM,
+        "profile": {
+            "type": ["object", "null"],
+            "required": ["trace", "top_kernels"],
+            "additionalProperties": False,
+            "properties": {
+                "trace": {"type": "string"},
+                "top_kernels": {"type": "array", "items": _KERNEL},
+            },
+        },
     },
     "additionalProperties": False,
 }
@@ -124,6 +152,10 @@ REPORT_SCHEMA["required"] = list(REPORT_SCHEMA["properties"])
 def new_report(options: dict[str, Any], world_size: int) -> dict[str, Any]:
     """A report with every key present, run options filled in, results null."""
     report: dict[str, Any] = dict.fromkeys(REPORT_SCHEMA["properties"])
+    report.update(
+        model="mlp",
+        techniques=[],
+    )
     report.update(
         schema_version=SCHEMA_VERSION,
         rocmlab_version=__version__,
@@ -137,6 +169,12 @@ def new_report(options: dict[str, Any], world_size: int) -> dict[str, Any]:
         **options,
     )
     return report
+
+
+def trace_path_for(report_path: Path) -> Path:
+    """Where the profile's Chrome trace goes: beside the report (``smoke.json`` ->
+    ``smoke.trace.json``)."""
+    return report_path.with_name(f"{report_path.stem}.trace.json")
 
 
 def check_output_path(path: Path, option: str = "--json") -> None:
@@ -170,18 +208,20 @@ def check_output_path(path: Path, option: str = "--json") -> None:
     os.unlink(probe)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory, renamed over
-    ``path`` (a reader never sees half a file); the temporary file is removed if anything fails."""
+@contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """A temporary path in ``path``'s directory to write; renamed over ``path`` when the block
+    succeeds (a reader never sees half a file), removed when anything fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    tmp = Path(name)
     try:
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
+        yield tmp
         os.chmod(tmp, 0o666 & ~_umask())  # what open() would have given, not mkstemp's 0600
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -193,7 +233,8 @@ def _umask() -> int:
 
 def write_report(report: dict[str, Any], path: Path) -> None:
     """Write the report as strict JSON, atomically."""
-    write_atomically(path, json.dumps(_finite(report), indent=2, sort_keys=False) + "\n")
+    with atomic_file(path) as tmp:
+        tmp.write_text(json.dumps(_finite(report), indent=2, sort_keys=False) + "\n")
 
 
 def load_doctor_document(path: Path) -> dict[str, Any]:

@@ -31,6 +31,8 @@ from rocmlab.matmul_probe import CHECK_ROWS, default_size, matmul_probe
 from rocmlab.model import build_model
 from rocmlab.numeric import TOLERANCES, check_agreement
 from rocmlab.progress import Progress
+from rocmlab.report import trace_path_for
+from rocmlab.techniques import TechniqueResults, TechniqueSetup, run_techniques
 from rocmlab.train import (
     TrainConfig,
     images_tensor,
@@ -76,6 +78,18 @@ def _describe(info: DeviceInfo) -> str:
     return text
 
 
+def _gate(options: SmokeOptions, epochs: int) -> tuple[float, str]:
+    """The accuracy gate after ``epochs`` epochs, and where it comes from."""
+    if options.min_accuracy is not None:
+        return options.min_accuracy, "--min-accuracy"
+    default_recipe = is_default_recipe(
+        options.optimizer, options.lr, options.momentum, options.batch_size
+    )
+    gate = default_min_accuracy(options.dataset, epochs, default_recipe, options.model)
+    recipe = "default recipe" if default_recipe else "non-default hyperparameters"
+    return gate, f"default for {options.model}, {options.dataset}, {epochs} epoch(s), {recipe}"
+
+
 def run_checks(
     options: SmokeOptions,
     ctx: distributed.DistContext,
@@ -99,11 +113,12 @@ def run_checks(
     dataset = load_dataset(options.data, options.dataset)
     progress.line(
         f"data: {options.dataset} from {options.data} (4 files, SHA-256 verified); "
-        f"{options.epochs} epoch(s), batch {options.batch_size}"
+        f"model {options.model}, {options.epochs} epoch(s), batch {options.batch_size}"
         + (f" per process x {ctx.world_size}" if ctx.enabled else "")
         + f", {options.optimizer} lr {options.lr:g}"
         + (f" momentum {options.momentum:g}" if options.optimizer == "sgd" else "")
         + f", amp {amp_name or 'off'}"
+        + (f"; techniques: {', '.join(options.techniques)}" if options.techniques else "")
     )
     phase.enter("joining the process group")
     ctx = distributed.init_process_group(ctx, device)
@@ -118,7 +133,7 @@ def run_checks(
     test_x = dataset.arrays["test_images"]
     x = normalise(images_tensor(test_x)[:NUMERIC_BATCH], dataset.spec.mean, dataset.spec.std)
     y = labels_tensor(dataset.arrays["test_labels"])[:NUMERIC_BATCH]
-    reference_model = build_model(options.seed)
+    reference_model = build_model(options.seed, options.model)
     numeric = check_agreement(reference_model, x, y, device)
     checks.append(Check("numeric", numeric.passed, numeric.detail, rank))
     max_diff = numeric.max_abs_diff
@@ -135,7 +150,7 @@ def run_checks(
 
     # Training.
     phase.enter("moving the data to the device")
-    model = build_model(options.seed).to(device)
+    model = build_model(options.seed, options.model).to(device)
     data = to_device(dataset, device)
     config = TrainConfig(
         options.epochs,
@@ -147,6 +162,27 @@ def run_checks(
     )
     phase.enter("training")
     result = train(model, data, config, device, amp_dtype, ctx, progress, phase)
+    techniques = TechniqueResults()
+    if options.techniques:
+        one_epoch_gate, one_epoch_source = _gate(options, 1)
+        amp_auto = choose_amp_dtype("auto", device.type, info.arch, info.bf16_supported)
+        setup = TechniqueSetup(
+            kind=options.model,
+            seed=options.seed,
+            device=device,
+            data=data,
+            config=config,
+            amp_dtype=amp_dtype or (getattr(torch, amp_auto) if amp_auto else None),
+            run_amp_dtype=amp_dtype,
+            ctx=ctx,
+            gate=one_epoch_gate,
+            gate_source=one_epoch_source,
+            x=x.to(device),
+            y=y.to(device),
+            trace_path=trace_path_for(options.json_path) if options.json_path else None,
+        )
+        techniques = run_techniques(options.techniques, setup, phase, progress)
+        checks.extend(techniques.checks)
     del data
 
     # Speed probe, with its result spot-checked.
@@ -179,15 +215,7 @@ def run_checks(
     gathered = distributed.gather(ctx, rank_summary, device)
     if ctx.is_main:
         all_checks = [check for summary in gathered for check in summary.pop("checks")]
-        default_recipe = is_default_recipe(
-            options.optimizer, options.lr, options.momentum, options.batch_size
-        )
-        if options.min_accuracy is not None:
-            gate, source = options.min_accuracy, "--min-accuracy"
-        else:
-            gate = default_min_accuracy(options.dataset, options.epochs, default_recipe)
-            recipe = "default recipe" if default_recipe else "non-default hyperparameters"
-            source = f"default for {options.dataset}, {options.epochs} epoch(s), {recipe}"
+        gate, source = _gate(options, options.epochs)
         all_checks.append(loss_check(result.loss_first, result.loss_last).as_dict())
         all_checks.append(accuracy_check(result.test_accuracy, gate, source).as_dict())
         passed = all(check["passed"] for check in all_checks)
@@ -204,6 +232,8 @@ def run_checks(
             epoch_stats=[vars(stats) for stats in result.epochs],
             gpu_cpu_max_abs_diff=max(s["gpu_cpu_max_abs_diff"] for s in gathered),
             matmul_tflops={p.dtype: p.tflops for p in probes},
+            amp_speedup=techniques.amp_speedup,
+            profile=techniques.profile,
         )
         code = int(ExitCode.PASSED if passed else ExitCode.CHECK_FAILED)
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
@@ -37,11 +38,12 @@ class TrainConfig:
     lr: float
     momentum: float
     seed: int
+    accumulation: int = 1  # micro-batches per optimizer step (gradient accumulation)
 
 
 @dataclass(frozen=True)
 class DeviceData:
-    """Normalised images (N x 784 float32) and labels (int64), on the run device."""
+    """Normalised images (N x 1 x 28 x 28 float32) and labels (int64), on the run device."""
 
     train_x: torch.Tensor
     train_y: torch.Tensor
@@ -82,8 +84,9 @@ class TrainResult:
 
 
 def images_tensor(array: IdxArray) -> torch.Tensor:
-    """An IDX uint8 image array as an N x (H*W) uint8 CPU tensor."""
-    return torch.frombuffer(bytearray(array.data), dtype=torch.uint8).view(array.shape[0], -1)
+    """An IDX uint8 image array (N x H x W) as an N x 1 x H x W uint8 CPU tensor."""
+    count, height, width = array.shape
+    return torch.frombuffer(bytearray(array.data), dtype=torch.uint8).view(count, 1, height, width)
 
 
 def labels_tensor(array: IdxArray) -> torch.Tensor:
@@ -145,6 +148,45 @@ def evaluate(
     return int(correct) / x.shape[0]
 
 
+def share(part: int, batch: int) -> float:
+    """The weight of a micro-batch of ``part`` samples in a batch of ``batch``: its share."""
+    return part / batch
+
+
+def accumulate_gradients(
+    net: nn.Module,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    index: torch.Tensor,
+    micro_batches: int,
+    amp_dtype: torch.dtype | None = None,
+    scaler: torch.amp.GradScaler | None = None,
+    weight: Callable[[int, int], float] = share,
+) -> torch.Tensor:
+    """Forward and backward of one batch (rows ``index`` of ``images``/``labels``) as
+    ``micro_batches`` micro-batches whose gradients add up in ``.grad``; return the batch's mean
+    loss (detached).
+
+    Each micro-batch's mean loss is multiplied by ``weight(its size, the batch's size)``, by
+    default its share of the batch, so that the summed gradients are those of the batch's mean
+    loss. Under DDP only the last micro-batch all-reduces.
+    """
+    parts = [part for part in index.tensor_split(micro_batches) if part.numel()]
+    losses = []
+    for number, part in enumerate(parts, start=1):
+        x = images.index_select(0, part)
+        y = labels.index_select(0, part)
+        deferred = isinstance(net, DistributedDataParallel) and number < len(parts)
+        with net.no_sync() if deferred else nullcontext():
+            with autocast_context(index.device, amp_dtype):
+                loss = F.cross_entropy(net(x), y)
+                if len(parts) > 1:
+                    loss = loss * weight(part.numel(), index.numel())
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+        losses.append(loss.detach())
+    return losses[0] if len(losses) == 1 else torch.stack(losses).sum()
+
+
 def rank_permutation(
     n: int, generator: torch.Generator, device: torch.device, ctx: DistContext
 ) -> torch.Tensor:
@@ -192,19 +234,16 @@ def train(
         losses: list[torch.Tensor] = []
         for step in range(steps):
             index = perm[step * config.batch_size : (step + 1) * config.batch_size]
-            x = data.train_x.index_select(0, index)
-            y = data.train_y.index_select(0, index)
             optimizer.zero_grad(set_to_none=True)
-            with autocast_context(device, amp_dtype):
-                loss = F.cross_entropy(net(x), y)
+            loss = accumulate_gradients(
+                net, data.train_x, data.train_y, index, config.accumulation, amp_dtype, scaler
+            )
             if scaler is not None:
-                scaler.scale(loss).backward()
                 scaler.step(optimizer)
                 scaler.update()
             else:
-                loss.backward()
                 optimizer.step()
-            losses.append(loss.detach())
+            losses.append(loss)
             if progress.wants_bar(step, steps):
                 progress.draw(epoch, config.epochs, step, steps, float(loss))
         epoch_losses = torch.stack(losses).float().cpu()  # waits for the device

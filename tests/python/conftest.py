@@ -30,6 +30,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "ignore:Failed to initialize NumPy")
 
 
+def pytest_collectstart(collector: pytest.Collector) -> None:
+    # test_gfx_detect imports ansible.module_utils.basic, which replaces sys.intern for the whole
+    # process with a callable class; torch._dynamo (which torch.utils.checkpoint imports on first
+    # use) refuses to load after that. Load it first when both will share this process.
+    if isinstance(collector, pytest.Module) and collector.path.name == "test_gfx_detect.py":
+        import torch._dynamo  # noqa: F401
+
+
 @pytest.fixture(scope="session")
 def real_data() -> dict[str, Path]:
     """{"mnist": dir of the 4 plain IDX files, "fashion-mnist": dir of the 4 gzipped ones}."""

@@ -33,6 +33,9 @@ def test_smoke_help_names_the_tutorial_recipe() -> None:
         "--amp",
         "--min-accuracy",
         "--json",
+        "--doctor-json",
+        "--model",
+        "--techniques",
     ):
         assert option in result.stdout
 
@@ -90,6 +93,19 @@ def test_version() -> None:
         (
             ["smoke", "--data", "d", "--optimizer", "sgd", "--momentum", "1.5"],
             "argument --momentum: '1.5' is out of range",
+        ),
+        (
+            ["smoke", "--data", "d", "--model", "resnet"],
+            "argument --model: invalid choice: 'resnet' (choose from ",
+        ),
+        (
+            ["smoke", "--data", "d", "--techniques", "amp,quantization"],
+            "argument --techniques: 'amp,quantization': unknown 'quantization'; expected a "
+            "comma-separated list of accumulation, checkpoint, amp, profile",
+        ),
+        (
+            ["smoke", "--data", "d", "--techniques", "profile"],
+            "--techniques profile writes its Chrome trace beside the report: give --json PATH",
         ),
         (["fetch-mnist", "--dest", "d"], "the following arguments are required: --from"),
         (

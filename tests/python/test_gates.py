@@ -23,21 +23,43 @@ def test_default_recipe_detection() -> None:
 
 
 @pytest.mark.parametrize(
-    ("dataset", "epochs", "default", "gate"),
+    ("model", "dataset", "epochs", "default", "gate"),
     [
-        ("mnist", 1, True, 0.94),
-        ("mnist", 2, True, 0.955),
-        ("mnist", 3, True, 0.96),
-        ("mnist", 20, True, 0.96),
-        ("mnist", 1, False, 0.85),
-        ("mnist", 5, False, 0.90),
-        ("fashion-mnist", 1, True, 0.83),
-        ("fashion-mnist", 3, True, 0.85),
-        ("fashion-mnist", 1, False, 0.72),
+        ("mlp", "mnist", 1, True, 0.94),
+        ("mlp", "mnist", 2, True, 0.955),
+        ("mlp", "mnist", 3, True, 0.96),
+        ("mlp", "mnist", 20, True, 0.96),
+        ("mlp", "mnist", 1, False, 0.85),
+        ("mlp", "mnist", 5, False, 0.90),
+        ("mlp", "fashion-mnist", 1, True, 0.83),
+        ("mlp", "fashion-mnist", 3, True, 0.85),
+        ("mlp", "fashion-mnist", 1, False, 0.72),
+        ("cnn", "mnist", 1, True, 0.97),
+        ("cnn", "mnist", 3, True, 0.975),
+        ("cnn", "mnist", 1, False, 0.92),
+        ("cnn", "fashion-mnist", 1, True, 0.855),
+        ("cnn", "fashion-mnist", 5, True, 0.87),
+        ("cnn", "fashion-mnist", 2, False, 0.81),
     ],
 )
-def test_default_gates(dataset: str, epochs: int, default: bool, gate: float) -> None:
-    assert default_min_accuracy(dataset, epochs, default) == gate
+def test_default_gates(model: str, dataset: str, epochs: int, default: bool, gate: float) -> None:
+    assert default_min_accuracy(dataset, epochs, default, model) == gate
+    if model == "cnn":  # its own gates, above the MLP's
+        assert gate > default_min_accuracy(dataset, epochs, default, "mlp")
+    else:  # the MLP's are the default
+        assert default_min_accuracy(dataset, epochs, default) == gate
+
+
+def test_every_model_and_dataset_has_gates() -> None:
+    from rocmlab.datasets import DATASETS
+    from rocmlab.model import MODELS
+    from rocmlab.report import MODEL_CHOICES
+
+    assert set(MODELS) == set(MODEL_CHOICES)
+    for model in MODEL_CHOICES:
+        for dataset in DATASETS:
+            for default in (True, False):
+                assert default_min_accuracy(dataset, 1, default, model) > 0.5
 
 
 def test_gates_are_stricter_for_the_default_recipe_and_grow_with_epochs() -> None:

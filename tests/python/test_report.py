@@ -75,3 +75,33 @@ def test_summary_lists_every_check() -> None:
     assert lines[0] == "rocmlab smoke: FAILED"
     assert "  [PASS] numeric: ok" in lines
     assert "  [FAIL] allreduce[rank 1]: bad" in lines
+
+
+def test_schema_2_keys_of_the_contract() -> None:
+    assert REPORT_SCHEMA["properties"]["schema_version"] == {"const": 2}
+    assert {"doctor", "model", "techniques", "amp_speedup", "profile"} <= set(
+        REPORT_SCHEMA["required"]
+    )
+    report = new_report({**OPTIONS, "model": "cnn", "techniques": ["amp", "profile"]}, 1)
+    report.update(
+        exit_code=143,
+        amp_speedup=1.8,
+        profile={
+            "trace": "smoke.trace.json",
+            "top_kernels": [{"name": "Cijk_Ailk_Bljk", "device_time_us": 812.5, "calls": 40}],
+        },
+        ranks=[
+            {"rank": 0, "host": "lab-01", "device": "cuda:0", "device_name": "AMD Instinct",
+             "gfx_arch": "gfx90a", "gpu_cpu_max_abs_diff": 1e-7},
+        ],
+    )  # fmt: skip
+    jsonschema.validate(report, REPORT_SCHEMA)
+    for bad in (
+        {"techniques": ["quantization"]},
+        {"model": "resnet"},
+        {"exit_code": 137},
+        {"profile": {"trace": "t.json"}},
+        {"ranks": [{**report["ranks"][0], "host": None}]},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**report, **bad}, REPORT_SCHEMA)

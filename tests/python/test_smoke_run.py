@@ -68,7 +68,33 @@ def test_report_fields(mnist_one_epoch: tuple) -> None:
     assert names == ["device", "numeric", "matmul", "loss_falls", "accuracy"]
     assert all(check["passed"] for check in report["checks"])
     assert "GPU-vs-CPU comparison not applicable" in report["checks"][0]["detail"]
+    assert (report["model"], report["techniques"]) == ("mlp", [])
+    assert report["amp_speedup"] is None and report["profile"] is None
+    assert report["doctor"] is None
     assert report["checks"][1]["detail"].startswith("cpu float32 vs cpu float64")
+
+
+def test_cnn_reaches_its_gate_on_real_fashion_mnist(
+    real_data: dict[str, Path], tmp_path: Path
+) -> None:
+    # One epoch on the whole training set: the gate is about training, which a subset would not
+    # prove; ~20-40 s on this CPU. The checkpoint technique adds a few seconds.
+    code, stdout, stderr, report = smoke(
+        real_data["fashion-mnist"], tmp_path / "r.json", "--dataset", "fashion-mnist",
+        "--model", "cnn", "--device", "cpu", "--epochs", "1", "--techniques", "checkpoint",
+    )  # fmt: skip
+    assert code == 0, stdout + stderr
+    assert report is not None and report["model"] == "cnn"
+    assert report["min_accuracy"] == 0.855  # the CNN's own gate, above the MLP's 0.83
+    assert report["test_accuracy"] >= 0.855
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["numeric"]["passed"] and "45 tensors" in checks["numeric"]["detail"]
+    assert checks["checkpoint"]["passed"]
+    assert "4 blocks under torch.utils.checkpoint" in checks["checkpoint"]["detail"]
+    assert (
+        "default for cnn, fashion-mnist, 1 epoch(s), default recipe"
+        in (checks["accuracy"]["detail"])
+    )
 
 
 def test_tutorial_recipe_with_its_exact_flags(real_data: dict[str, Path], tmp_path: Path) -> None:

@@ -35,3 +35,19 @@ FRACTION = number(float, 0.0, 1.0, "an accuracy between 0 and 1")
 SECONDS = number(float, 0.0, 3600.0, "seconds between 0 and 3600")
 ATTEMPTS = number(int, 1, 100, "a whole number between 1 and 100")
 SLOW_FRACTION = number(float, 0.0, 1.0, "a fraction in (0, 1]", low_open=True)
+
+
+def comma_list(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
+    """An argparse type: a comma-separated list of ``choices`` (in the order given, each once)."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        names = [name.strip() for name in text.split(",") if name.strip()]
+        unknown = [name for name in names if name not in choices]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: unknown {', '.join(map(repr, unknown))}; expected a comma-separated "
+                f"list of {', '.join(choices)}"
+            )
+        return tuple(dict.fromkeys(names))
+
+    return parse

@@ -7,11 +7,17 @@ import argparse
 from pathlib import Path
 
 from rocmlab.amp import AMP_CHOICES
-from rocmlab.commands.argtypes import FRACTION, LR, MOMENTUM, POSITIVE_INT, SEED
+from rocmlab.commands.argtypes import FRACTION, LR, MOMENTUM, POSITIVE_INT, SEED, comma_list
 from rocmlab.datasets import DATASETS
 from rocmlab.errors import UsageError
 from rocmlab.gates import DEFAULT_EPOCHS, DEFAULT_RECIPE
-from rocmlab.report import check_output_path, load_doctor_document
+from rocmlab.report import (
+    MODEL_CHOICES,
+    TECHNIQUES,
+    check_output_path,
+    load_doctor_document,
+    trace_path_for,
+)
 
 NAME = "smoke"
 EXIT_CODES = """exit codes:
@@ -27,12 +33,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``rocmlab smoke``."""
     smoke = sub.add_parser(
         NAME,
-        help="train the tutorial's MLP on MNIST and check device, numbers, learning and speed",
+        help="train the tutorial's MLP (or a CNN) on MNIST and check device, numbers, learning "
+        "and speed",
         description=(
             "Train the tutorial's 784-128-64-10 MLP with the dataset resident on the device;\n"
             "check that the GPU's forward and backward agree with a float64 CPU reference, that\n"
             "the loss falls and that test accuracy reaches its gate; measure samples/s and\n"
-            "matmul TFLOP/s. Under `torchrun --nproc-per-node N`: DistributedDataParallel.\n"
+            "matmul TFLOP/s. --model cnn trains a small CNN instead; --techniques also checks\n"
+            "gradient accumulation, activation checkpointing, mixed precision and a profile.\n"
+            "Under `torchrun --nproc-per-node N`: DistributedDataParallel.\n"
             "The tutorial's exact recipe: --optimizer sgd --lr 0.01 --momentum 0 --batch-size 64"
         ),
         epilog=EXIT_CODES,
@@ -63,6 +72,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--require-gpu",
         action="store_true",
         help="fail with exit code 2 when the run would be on the CPU",
+    )
+    smoke.add_argument(
+        "--model",
+        choices=MODEL_CHOICES,
+        default="mlp",
+        help="mlp: the tutorial's 784-128-64-10 MLP; cnn: a small CNN (3 x conv + batch-norm + "
+        "max-pool), each with its own accuracy gates (default: %(default)s)",
+    )
+    smoke.add_argument(
+        "--techniques",
+        type=comma_list(TECHNIQUES),
+        default=(),
+        metavar="LIST",
+        help="also check these training techniques, comma-separated: accumulation (gradient "
+        "accumulation), checkpoint (activation checkpointing), amp (fp32 vs autocast speed-up; "
+        "GPU only), profile (torch.profiler; the Chrome trace goes beside --json)",
     )
     smoke.add_argument(
         "--epochs",
@@ -143,8 +168,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--momentum {args.momentum:g}: only valid with --optimizer sgd")
     if args.require_gpu and args.device == "cpu":
         raise UsageError("--require-gpu contradicts --device cpu: drop one of them")
+    if "profile" in args.techniques and args.json_path is None:
+        raise UsageError(
+            "--techniques profile writes its Chrome trace beside the report: give --json PATH"
+        )
     if args.json_path is not None:
         check_output_path(args.json_path, "--json")
+        if "profile" in args.techniques:
+            check_output_path(trace_path_for(args.json_path), "--json (its profile trace)")
     doctor = load_doctor_document(args.doctor_json) if args.doctor_json is not None else None
     from rocmlab.job import SmokeOptions, run_smoke
 
@@ -163,5 +194,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         json_path=args.json_path,
         doctor=doctor,
+        model=args.model,
+        techniques=args.techniques,
     )
     return run_smoke(options)
