@@ -121,3 +121,25 @@ def test_each_playbook_works_on_its_own(playbook):
     assert run.returncode == 0, said(run)[-3000:]
     if playbook == "frameworks.yml":
         assert changed(run) == 0, said(run)[-3000:]
+
+
+def test_the_cnn_and_the_techniques_run_and_their_report_and_trace_reach_the_controller(host):
+    run = play(
+        PLAYBOOKS / "smoke.yml",
+        {
+            "smoke_test_model": "cnn",
+            "smoke_test_techniques": ["accumulation", "checkpoint", "amp", "profile"],
+        },
+    )
+    assert run.returncode == 0, said(run)[-3000:]
+    name = host.backend.get_hostname()
+    report = json.loads((REPORTS / f"{name}.json").read_text())
+    assert report["model"] == "cnn" and report["passed"] is True
+    assert report["test_accuracy"] >= 0.95
+    checks = {check["name"]: check for check in report["checks"]}
+    for technique in ("accumulation", "checkpoint", "amp", "profile"):
+        assert checks[technique]["passed"], checks[technique]
+    assert "not applicable" in checks["amp"]["detail"] and report["amp_speedup"] is None  # a CPU
+    assert report["profile"]["top_kernels"]
+    trace = json.loads((REPORTS / f"{name}.trace.json").read_text())
+    assert trace["traceEvents"]
