@@ -93,6 +93,16 @@ kfd_processes:
   type: list
   elements: dict
   sample: [{"pid": 4242, "command": "python3"}]
+in_use:
+  description:
+    - One sentence per kind of use found (GPU compute processes, logged-in users); empty when
+      the host is free.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "GPU compute process running: PID 4242 (python3)"
+    - "user logged in: alice on pts/0 from 10.0.0.5 since 2025-01-06T09:12:00+00:00"
 sessions:
   description: The users logged in, as utmp records them.
   returned: always
@@ -229,6 +239,27 @@ def logged_in(utmp, ignore_users, own, proc_root="/proc"):
     ]
 
 
+def in_use(processes, sessions):
+    """One sentence per kind of use found: the compute processes, the logged-in users."""
+    found = []
+    if processes:
+        found.append(
+            "GPU compute process running: "
+            + ", ".join(f"PID {p['pid']} ({p['command'] or 'command unknown'})" for p in processes)
+        )
+    if sessions:
+        found.append(
+            "user logged in: "
+            + ", ".join(
+                f"{s['user']} on {s['line'] or 'no terminal'}"
+                + (f" from {s['host']}" if s["host"] else "")
+                + f" since {s['since']}"
+                for s in sessions
+            )
+        )
+    return found
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -242,6 +273,8 @@ def main():
     )
     clock = time.time()
     params = module.params
+    processes = kfd_processes(params["sysfs_root"])
+    sessions = logged_in(params["utmp"], set(params["ignore_users"]), ancestors())
     for item in params["space"]:
         if not str(item.get("path", "")).startswith("/") or not item.get("name"):
             module.fail_json(msg=f"space: {item!r} needs a name and an absolute path")
@@ -250,8 +283,9 @@ def main():
         clock=clock,
         clock_offset=clock - params["controller_time"] if params["controller_time"] else None,
         space=space_report(params["space"]),
-        kfd_processes=kfd_processes(params["sysfs_root"]),
-        sessions=logged_in(params["utmp"], set(params["ignore_users"]), ancestors()),
+        kfd_processes=processes,
+        sessions=sessions,
+        in_use=in_use(processes, sessions),
     )
 
 

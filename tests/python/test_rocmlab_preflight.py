@@ -130,3 +130,15 @@ def test_space_adds_up_what_shares_a_file_system(tmp_path: Path) -> None:
 def test_space_that_fits() -> None:
     (fs,) = preflight.space_report([{"name": "ROCm", "path": "/", "need_gib": 0}])
     assert fs["enough"] is True and fs["mount"] == "/" and fs["free_bytes"] > 0
+
+
+def test_in_use_says_what_and_who() -> None:
+    assert preflight.in_use([], []) == []
+    said = preflight.in_use(
+        [{"pid": 4242, "command": "python3"}, {"pid": 17, "command": None}],
+        [{"user": "alice", "line": "pts/3", "host": "10.0.0.5", "pid": 1, "since": "T"}],
+    )
+    assert said == [
+        "GPU compute process running: PID 4242 (python3), PID 17 (command unknown)",
+        "user logged in: alice on pts/3 from 10.0.0.5 since T",
+    ]
