@@ -23,9 +23,10 @@ description:
     ahead).
   - GPU compute processes. The KFD driver lists each process that holds a compute context as a
     directory named by its PID under C(class/kfd/kfd/proc) of I(sysfs_root).
-  - Logged-in users. The C(USER_PROCESS) records of I(utmp) (what C(who) lists) whose process
-    still runs. The session this module runs in (any of its parent processes) and the accounts
-    in I(ignore_users) do not count.
+  - Logged-in users. The C(USER_PROCESS) records of I(utmp) whose process still runs (what
+    C(who) lists on Debian 12), and the user sessions systemd-logind knows (C(loginctl); Debian
+    13's C(who) reads those instead of utmp) when logind runs. The session this module runs in
+    (any of its parent processes leads it) and the accounts in I(ignore_users) do not count.
   - Read-only; changes nothing on the host.
 options:
   space:
@@ -260,6 +261,47 @@ def in_use(processes, sessions):
     return found
 
 
+# The properties of a logind session that say who and where (stable across systemd releases,
+# unlike the columns of `loginctl list-sessions`).
+LOGIND_PROPERTIES = ("Name", "TTY", "RemoteHost", "Leader", "Class", "State", "Timestamp")
+
+
+def logind_sessions(run, ignore_users, own):
+    """The user sessions logind knows, other than OWN (leader PIDs) and IGNORE_USERS. RUN(argv)
+    returns (rc, stdout); an absent or silent logind means none."""
+    rc, out = run(["loginctl", "list-sessions", "--no-legend", "--no-pager"])
+    if rc != 0:
+        return []
+    found = []
+    for line in out.splitlines():
+        session = line.split()[0] if line.split() else ""
+        if not session:
+            continue
+        args = ["loginctl", "show-session", session, "--no-pager"]
+        rc, props = run(args + [f"--property={name}" for name in LOGIND_PROPERTIES])
+        if rc != 0:
+            continue
+        info = dict(item.split("=", 1) for item in props.splitlines() if "=" in item)
+        leader = int(info.get("Leader") or 0)
+        if (
+            info.get("Class") != "user"
+            or info.get("State") not in ("active", "online")
+            or info.get("Name", "") in ignore_users
+            or leader in own
+        ):
+            continue
+        found.append(
+            {
+                "user": info.get("Name", ""),
+                "line": info.get("TTY", ""),
+                "host": info.get("RemoteHost", ""),
+                "pid": leader,
+                "since": info.get("Timestamp", ""),
+            }
+        )
+    return found
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -274,7 +316,17 @@ def main():
     clock = time.time()
     params = module.params
     processes = kfd_processes(params["sysfs_root"])
-    sessions = logged_in(params["utmp"], set(params["ignore_users"]), ancestors())
+    own, ignore = ancestors(), set(params["ignore_users"])
+
+    def run(argv):
+        if module.get_bin_path(argv[0]) is None:
+            return 127, ""
+        rc, out, _err = module.run_command(argv)
+        return rc, out
+
+    sessions = logged_in(params["utmp"], ignore, own)
+    seen = {(s["user"], s["line"]) for s in sessions}
+    sessions += [s for s in logind_sessions(run, ignore, own) if (s["user"], s["line"]) not in seen]
     for item in params["space"]:
         if not str(item.get("path", "")).startswith("/") or not item.get("name"):
             module.fail_json(msg=f"space: {item!r} needs a name and an absolute path")

@@ -142,3 +142,39 @@ def test_in_use_says_what_and_who() -> None:
         "GPU compute process running: PID 4242 (python3), PID 17 (command unknown)",
         "user logged in: alice on pts/3 from 10.0.0.5 since T",
     ]
+
+
+def fake_loginctl(sessions: dict[str, dict[str, str]], rc: int = 0):
+    """A stand-in for loginctl: list-sessions and show-session over SESSIONS."""
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        if rc:
+            return rc, ""
+        if argv[1] == "list-sessions":
+            return 0, "".join(f"{sid} 1000 {p['Name']} seat0\n" for sid, p in sessions.items())
+        wanted = [a.split("=", 1)[1] for a in argv if a.startswith("--property=")]
+        props = sessions[argv[2]]
+        return 0, "".join(f"{k}={props[k]}\n" for k in wanted if k in props)
+
+    return run
+
+
+def test_logind_sessions_of_users_count_others_do_not() -> None:
+    sessions = {
+        "3": {"Name": "alice", "TTY": "pts/0", "RemoteHost": "10.0.0.5", "Leader": "812",
+              "Class": "user", "State": "active", "Timestamp": "Mon 2025-01-06 09:12:00 UTC"},
+        "4": {"Name": "ansible", "TTY": "", "RemoteHost": "10.0.0.1", "Leader": "900",
+              "Class": "user", "State": "active", "Timestamp": "T"},  # this very session
+        "5": {"Name": "gdm", "Class": "greeter", "State": "online", "Leader": "700"},
+        "6": {"Name": "kiosk", "Class": "user", "State": "active", "Leader": "701"},
+        "7": {"Name": "bob", "Class": "user", "State": "closing", "Leader": "702"},
+    }  # fmt: skip
+    found = preflight.logind_sessions(fake_loginctl(sessions), {"kiosk"}, {900})
+    assert found == [
+        {"user": "alice", "line": "pts/0", "host": "10.0.0.5", "pid": 812,
+         "since": "Mon 2025-01-06 09:12:00 UTC"}
+    ]  # fmt: skip
+
+
+def test_no_logind_means_no_logind_sessions() -> None:
+    assert preflight.logind_sessions(fake_loginctl({}, rc=1), set(), set()) == []
