@@ -82,6 +82,19 @@ ensure_images() {
   done
 }
 
+# Debian's chromium, whose headless mode renders the fleet report in the tests (its DOM and a
+# screenshot): installed as root when missing; without root, the tests that need it say how.
+ensure_chromium() {
+  command -v chromium >/dev/null && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    say "chromium is missing: apt-get install chromium (as root) for the browser tests"
+    return 1
+  fi
+  say "Installing chromium (Debian's package) for the browser tests"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+    || { say "apt-get could not install chromium"; return 1; }
+}
+
 # Everything the demo and the tests need before Ansible runs.
 prepare_lab() {
   ensure_venv

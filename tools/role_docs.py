@@ -33,6 +33,7 @@ PUBLIC_ROLES = (
     "pytorch_rocm",
     "tensorflow_rocm",
     "smoke_test",
+    "rocmlab_fleet",
 )
 LAB_EXAMPLE = ROOT / "inventory" / "lab.example" / "group_vars" / "all.yml"
 

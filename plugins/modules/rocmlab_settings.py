@@ -35,11 +35,13 @@ options:
       - The settings to check. Each item has C(name) (the variable), C(value), C(kind) and that
         kind's options - C(empty_ok) (any kind), C(pattern) and C(accepted) (pattern), C(choices)
         (choice), C(min) and C(max) (int), C(under), C(suffix) and C(example) (paths),
-        C(schemes) and C(example) (url), C(element) (list), C(keys) and C(fields) (dict).
-      - "Kinds: text, pattern, choice, bool, int, account, group, package (Debian), dist
-        (Python), path (read), dir (created or owned), file (written), url, list, dict, pip_args,
-        cli_args (arguments of an argparse program, C(reserved) options refused with their
-        abbreviations)."
+        C(schemes) and C(example) (url), C(element) (list), C(keys) and C(fields) (dict),
+        C(min), C(above) (a lower bound the value must exceed) and C(max) (number).
+      - "Kinds: text, pattern, choice, bool, int, number (a whole or decimal number), account,
+        group, package (Debian), dist (Python), path (read), dir (created or owned), file
+        (written), url, list, dict, pip_args, cli_args (arguments of an argparse program,
+        C(reserved) options refused with their abbreviations), batches (the sizes of Ansible's
+        C(serial) - a number of hosts from 1, a percentage from 1% to 100%, or a list of them)."
     type: list
     elements: dict
     required: true
@@ -388,6 +390,10 @@ def problems_of(spec):
         )
     if kind == "int":
         return int_problems(value, spec, bad)
+    if kind == "number":
+        return number_problems(value, spec, bad)
+    if kind == "batches":
+        return batches_problems(name, value)
     if kind == "choice":
         choices = spec["choices"]
         return (
@@ -456,6 +462,77 @@ def int_problems(value, spec, bad):
     if (low is not None and int(value) < low) or (high is not None and int(value) > high):
         return bad("is out of range", spec.get("accepted", f"Use {low} to {high}."))
     return []
+
+
+NUMBER = re.compile(r"-?[0-9]+([.][0-9]+)?")
+
+
+def number_problems(value, spec, bad):
+    """Problems of a number (whole or decimal, not NaN or infinite) within its bounds: min and
+    max inclusive, above exclusive."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return bad(f"is a {type_name(value)}, not a number")
+    if isinstance(value, str) and not NUMBER.fullmatch(value):
+        return bad("is not a number")
+    number = float(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        return bad("is not a finite number")
+    low, above, high = spec.get("min"), spec.get("above"), spec.get("max")
+    if (
+        (low is not None and number < low)
+        or (above is not None and number <= above)
+        or (high is not None and number > high)
+    ):
+        lower = f"above {above}" if above is not None else f"from {low}" if low is not None else ""
+        upper = f"up to {high}" if high is not None else ""
+        return bad("is out of range", spec.get("accepted", f"Use a number {lower} {upper}."))
+    return []
+
+
+# One batch of Ansible's serial: a number of hosts (1 or more) or a share of the play's hosts
+# ("25%"; Ansible reads the percentage as a whole number).
+BATCH_ACCEPTED = (
+    'Use a number of hosts from 1, a percentage from 1% to 100% written as a string ("25%"), '
+    'or a list of them, as in [1, "25%"] (a canary of one host, then a quarter of the hosts at '
+    "a time)."
+)
+
+
+def batch_problem(value):
+    """Why VALUE is not one batch size of Ansible's serial, or None."""
+    if isinstance(value, float):
+        return "is not a whole number of hosts"
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return f"is a {type_name(value)}, not a number of hosts or a percentage"
+    if isinstance(value, str) and text_problem(value):
+        return text_problem(value)
+    text = str(value)
+    percent = text.endswith("%")
+    digits = text[:-1] if percent else text
+    if not re.fullmatch(r"-?[0-9]+", digits):
+        return "is not a whole number of hosts or a whole percentage"
+    size = int(digits)
+    if size <= 0:
+        size_text = f"{size}% of the hosts" if percent else f"{size} hosts"
+        return f"is a batch of {size_text}: no host would ever be provisioned"
+    if percent and size > 100:
+        return f"is over 100% (a batch of {size}% of the hosts)"
+    return None
+
+
+def batches_problems(name, value):
+    """Problems of Ansible's serial: one batch size or a non-empty list of them."""
+    if isinstance(value, list):
+        if not value:
+            return [f"{name}: [] is an empty list of batches. {BATCH_ACCEPTED}"]
+        return [
+            f"{name}[{index}]: {shown(item)} {why}. {BATCH_ACCEPTED}"
+            for index, item in enumerate(value)
+            for why in [batch_problem(item)]
+            if why
+        ]
+    why = batch_problem(value)
+    return [f"{name}: {shown(value)} {why}. {BATCH_ACCEPTED}"] if why else []
 
 
 def dict_problems(name, value, spec):

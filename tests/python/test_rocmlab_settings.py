@@ -97,6 +97,52 @@ def test_int_range():
     assert_refused("int", 400, "out of range", "Use 501 to 1000", min=501, max=1000)
 
 
+# --- Numbers with bounds (a failure budget, a fraction) and Ansible's serial batches. ---
+def test_number_bounds():
+    assert problems("number", 0.7, above=0, max=1) == []
+    assert problems("number", 1, above=0, max=1) == []
+    assert problems("number", "0.25", above=0, max=1) == []
+    assert problems("number", 0, min=0, max=100) == []
+    assert problems("number", 100, min=0, max=100) == []
+    assert_refused("number", 0, "out of range", "above 0", above=0, max=1)
+    assert_refused("number", 1.5, "out of range", "up to 1", above=0, max=1)
+    assert_refused("number", -1, "out of range", "from 0", min=0, max=100)
+    assert_refused("number", 100.5, "out of range", min=0, max=100)
+    assert_refused("number", float("nan"), "finite", above=0, max=1)
+    assert_refused("number", "0.7x", "not a number", above=0, max=1)
+    assert_refused("number", True, "boolean", above=0, max=1)
+    assert_refused("number", [0.7], "list", above=0, max=1)
+
+
+@pytest.mark.parametrize("value", [1, 3, "2", "25%", "100%", "1%", [1, "25%"], [1, 5, "50%"]])
+def test_batches_ansible_accepts_are_accepted(value):
+    assert problems("batches", value) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "where", "fragment"),
+    [
+        (0, "some_var: 0", "no host would ever be provisioned"),
+        (-2, "some_var: -2", "-2 hosts"),
+        ("0%", 'some_var: "0%"', "0% of the hosts"),
+        ("-10%", 'some_var: "-10%"', "-10% of the hosts"),
+        ("150%", 'some_var: "150%"', "over 100%"),
+        ([1, 0], "some_var[1]: 0", "no host would ever"),
+        ([1, "101%"], 'some_var[1]: "101%"', "over 100%"),
+        ([], "some_var: []", "empty list"),
+        ("12.5%", 'some_var: "12.5%"', "whole percentage"),
+        (2.5, "some_var: 2.5", "whole number"),
+        (True, "some_var: true", "boolean"),
+        ({"size": 1}, "some_var: {", "mapping"),
+        ("25%\n", "some_var:", "control character"),
+        (" 25%", "some_var:", "whole percentage"),
+    ],
+)
+def test_batches_that_provision_nothing_or_too_much_are_refused(value, where, fragment):
+    text = assert_refused("batches", value, where, fragment)
+    assert "a percentage from 1% to 100%" in text
+
+
 # --- Paths: absolute, normalised, plain characters, never a system directory or its parent. ---
 @pytest.mark.parametrize(
     "value",

@@ -1,0 +1,402 @@
+"""A lab rollout (playbooks/fleet.yml) over five containers, one ansible-playbook run per case,
+each run building on what the one before left (the cases of issue 7, in order):
+
+  bad input  rollout settings out of range: refused before any host is contacted
+  run A      case a: the canary breaks on a setting of its own host_vars (its smoke job fails):
+             quarantined, the rollout stops, the other hosts untouched; meanwhile case d: one host
+             with a GPU compute process in its KFD tree, one with a user logged in: skipped
+  run B      cases b and c: a budget that allows one failure, a host broken in the middle of the
+             rollout, one container stopped: the others converge (the canary's quarantine lifted);
+             the fleet report opened in headless Chromium
+  run E1     case e: a new host added with -l: only it changes
+  run E2     case e: a full run afterwards: changed=0 on every host
+
+Hosts: a, b and f are Debian 12 (they converge: PyTorch from the harness's wheelhouse, Python
+3.11); c and d are Debian 13 (Python 3.13, for which the wheelhouse has no torch): they stand for
+the machines that are away or in use, and are never provisioned here, while their preflight is
+real. The lab's settings are the demo's (distro ROCm with the runtime tools, the wheelhouse's CPU
+torch, one epoch, no GPU expected); gfx_override and TensorFlow are left out with --skip-tags.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import testinfra
+from playbook_runs import alias_inventory, ansible_env, changed, failures, said
+
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+FLEET = PROJECT / "playbooks" / "fleet.yml"
+REPORTS = EPHEMERAL / "reports"
+ARTIFACTS = [EPHEMERAL / "fleet.png", PROJECT / ".cache" / "artifacts" / "fleet-rollout.png"]
+A, B, C, D, F = (f"rocmlab-fleet-{x}" for x in "abcdf")
+QUARANTINE = "/var/lib/rocmlab/quarantine.json"
+VENV = "/opt/rocmlab/venvs/pytorch"
+# The KFD fixture of host c: the driver (drivers/gpu/drm/amd/amdkfd/kfd_process.c,
+# kfd_procfs_init and the per-process kobject) lists each process holding a compute context as
+# /sys/class/kfd/kfd/proc/<pid>/ with a pasid file and a queues/ directory. PID 1 is the
+# container's `sleep`, so the process is alive.
+KFD_ROOT = "/srv/rocmlab-fixture/sys"
+# What a refused or skipped host must not see change: apt's configuration, rocmlab's files, the
+# venvs, accounts and groups, the packages.
+SNAPSHOT = (
+    "find /etc/apt /etc/ld.so.conf.d /etc/profile.d /etc/environment.d /etc/rocmlab"
+    " /opt/rocmlab /var/lib/rocmlab /run/rocmlab.lock -type f -print0 2>/dev/null"
+    " | sort -z | xargs -0 -r sha256sum; ls -la --time-style=+%s /opt /var/lib 2>/dev/null;"
+    " cat /etc/group /etc/passwd; dpkg-query -W -f '${Package} ${Version} ${Status}\\n'"
+)
+LAB = {
+    "ansible_connection": "community.docker.docker",
+    "ansible_python_interpreter": "/usr/bin/python3",
+    "rocm_repo_source": "distro",
+    "rocm_packages_list": ["rocminfo", "rocm-smi", "clinfo"],
+    "user_groups_users": ["researcher"],
+    "pytorch_rocm_version": "2.13.0",
+    "pytorch_rocm_rocm_version": "7.2",
+    "pytorch_rocm_index_url": "",
+    "pytorch_rocm_find_links": os.environ.get("ROCMLAB_WHEELHOUSE_URL", ""),
+    "pytorch_rocm_require_rocm_build": False,
+    "pytorch_rocm_torchvision": False,
+    "smoke_test_mnist_url": os.environ.get("ROCMLAB_DATASETS_URL", "") + "mnist/",
+    "smoke_test_args": ["--epochs", "1"],
+    "smoke_test_expect_gpus": 0,
+    # The smoke job of this checkout takes no --doctor-json yet (smoke report schema 2).
+    "smoke_test_doctor": False,
+    "rocmlab_fleet_reports_dir": str(REPORTS),
+    "rocmlab_fleet_connect_timeout": 5,
+    "rocmlab_fleet_free_space_gib": {"rocm": 1, "venvs": 2, "datasets": 0.1},
+}
+
+
+def host(name: str):
+    return testinfra.get_host(f"docker://{name}")
+
+
+def inventory(name: str, hosts: dict[str, dict]) -> Path:
+    path = EPHEMERAL / f"fleet-{name}.json"
+    path.write_text(json.dumps({"all": {"hosts": hosts, "vars": LAB}}, indent=1))
+    return path
+
+
+def rollout(inv: Path, *args: str, extra: dict | None = None) -> subprocess.CompletedProcess:
+    """fleet.yml as a lab admin runs it, with the fleet table of the callback at the end."""
+    env = dict(ansible_env(), ANSIBLE_CALLBACKS_ENABLED="rocmlab.rocmlab.fleet_report")
+    command = ["ansible-playbook", "-i", str(inv), "--skip-tags", "gfx_override,tensorflow_rocm"]
+    if extra:
+        command += ["-e", json.dumps(extra)]
+    run = subprocess.run(
+        [*command, *args, str(FLEET)], capture_output=True, text=True, env=env, check=False
+    )
+    (EPHEMERAL / f"{inv.stem}.log").write_text(run.stdout + run.stderr)
+    return run
+
+
+def record(name: str, kind: str = "rollout") -> dict:
+    return json.loads((REPORTS / "fleet" / kind / f"{name}.json").read_text())
+
+
+def snapshot(*names: str) -> dict[str, str]:
+    return {name: host(name).check_output(SNAPSHOT) for name in names}
+
+
+def log_in(name: str, user: str) -> None:
+    """A real utmp record of USER on pts/3 (what login or sshd writes), made by util-linux's
+    utmpdump on the controller, read back by the controller's `who` (Debian 13's own `who` asks
+    systemd-logind, which a container lacks), and copied into the container as /run/utmp. Its
+    process is PID 1, which is alive."""
+    text = (
+        f"[7] [00001] [ts/3] [{user:<8}] [pts/3       ] [10.0.0.5            ]"
+        " [10.0.0.5       ] [2025-01-06T09:12:00,000000+00:00]\n"
+    )
+    utmp = EPHEMERAL / f"utmp-{user}"
+    subprocess.run(["utmpdump", "-r", "-o", str(utmp)], input=text, text=True, check=True)
+    listed = subprocess.run(["who", str(utmp)], capture_output=True, text=True, check=True)
+    assert listed.stdout.split()[:2] == [user, "pts/3"], listed.stdout
+    subprocess.run(["docker", "cp", str(utmp), f"{name}:/run/utmp"], check=True)
+
+
+def log_out(name: str) -> None:
+    host(name).run("rm -f /run/utmp")
+
+
+@pytest.fixture(scope="module")
+def fresh() -> dict[str, str]:
+    return snapshot(A, B, C, D, F)
+
+
+# --- bad input: refused before any host is contacted ----------------------------------------
+BAD = [
+    ("serial-zero", {"rocmlab_fleet_serial": 0}, ["rocmlab_fleet_serial: 0", "no host would ever"]),
+    ("serial-negative", {"rocmlab_fleet_serial": -1}, ["rocmlab_fleet_serial: -1"]),
+    (
+        "serial-over-100",
+        {"rocmlab_fleet_serial": "150%"},
+        ['rocmlab_fleet_serial: "150%"', "over 100%"],
+    ),
+    ("serial-zero-share", {"rocmlab_fleet_serial": [1, "0%"]}, ['rocmlab_fleet_serial[1]: "0%"']),
+    (
+        "budget-negative",
+        {"rocmlab_fleet_failure_budget": -5},
+        ["rocmlab_fleet_failure_budget: -5", "from 0"],
+    ),
+    (
+        "budget-over-100",
+        {"rocmlab_fleet_failure_budget": 101},
+        ["rocmlab_fleet_failure_budget: 101"],
+    ),
+    (
+        "slow-zero",
+        {"rocmlab_fleet_slow_fraction": 0},
+        ["rocmlab_fleet_slow_fraction: 0", "above 0"],
+    ),
+    ("slow-over-1", {"rocmlab_fleet_slow_fraction": 1.5}, ["rocmlab_fleet_slow_fraction: 1.5"]),
+]
+
+
+def test_bad_rollout_settings_are_refused_before_any_host_is_contacted(fresh) -> None:
+    aliases = {
+        f"bad-{case}": ((A, B)[i % 2], {**LAB, **values}) for i, (case, values, _) in enumerate(BAD)
+    }
+    inv = alias_inventory(EPHEMERAL / "fleet-bad.json", aliases)
+    run = rollout(inv)
+    assert run.returncode != 0
+    # "fatal: [alias -> localhost]": the settings are checked on the controller.
+    found = {name.split(" -> ")[0]: msg for name, msg in failures(run).items()}
+    for case, _values, fragments in BAD:
+        message = " ".join(found.get(f"bad-{case}", "").split())
+        for fragment in [*fragments, "Use "]:
+            assert fragment in message, (case, message)
+    assert "PLAY [Preflight" not in run.stdout  # the run ended in the first play
+    assert snapshot(A, B) == {name: fresh[name] for name in (A, B)}
+
+
+# --- run A: the canary breaks on its own setting; hosts in use are skipped -------------------
+@pytest.fixture(scope="module")
+def run_a(fresh):
+    host(C).check_output(f"mkdir -p {KFD_ROOT}/class/kfd/kfd/proc/1/queues")
+    host(C).check_output(f"echo 32770 > {KFD_ROOT}/class/kfd/kfd/proc/1/pasid")
+    log_in(D, "alice")
+    before = snapshot(B, C, D)
+    inv = inventory(
+        "a",
+        {
+            # Passes every check, breaks only when the canary's smoke job runs: a gate no
+            # one-epoch run reaches.
+            A: {"smoke_test_args": ["--epochs", "1", "--min-accuracy", "0.999"]},
+            B: {},
+            C: {"rocmlab_fleet_sysfs_root": KFD_ROOT},
+            D: {},
+        },
+    )
+    return rollout(inv), before
+
+
+def test_a_preflight_says_one_line_per_host_and_check(run_a) -> None:
+    run, _ = run_a
+    text = said(run)
+    for name in (A, B, C, D):
+        for check in ("reachable", "settings", "python", "free_space", "dpkg", "clock", "in_use"):
+            assert re.search(rf"{name} (PASS|WARN) {check} ", text), (name, check)
+        preflight = record(name, "preflight")
+        assert preflight["passed"] is True
+        assert {c["name"] for c in preflight["checks"]} >= {
+            "reachable", "settings", "python", "free_space", "dpkg", "clock", "in_use",
+            "mirror_pytorch_wheelhouse", "mirror_mnist_dataset_mirror",
+        }  # fmt: skip
+    assert record(C, "preflight")["facts"]["distribution"] == "Debian 13"
+    assert record(A, "preflight")["facts"]["python"].startswith("3.11")
+
+
+def test_a_the_broken_canary_is_quarantined_and_stops_the_rollout(run_a) -> None:
+    run, _ = run_a
+    assert run.returncode != 0
+    canary = record(A)
+    assert (canary["state"], canary["batch"]) == ("quarantined", 1)
+    assert "accuracy" in canary["reason"]
+    state = json.loads(host(A).file(QUARANTINE).content_string)
+    assert state["reason"] == canary["reason"] and state["rollout_id"] == canary["rollout_id"]
+    assert "PLAY RECAP" in run.stdout and "NO MORE HOSTS LEFT" in run.stdout
+
+
+def test_a_the_other_hosts_are_untouched(run_a) -> None:
+    _run, before = run_a
+    assert snapshot(B, C, D) == before
+    for name in (B, C, D):
+        assert not host(name).file(VENV).exists
+        assert not host(name).file(QUARANTINE).exists
+    untouched = record(B)
+    assert untouched["state"] == "not_run" and untouched["batch"] is None
+    assert "failure budget" in untouched["reason"]
+
+
+def test_d_hosts_in_use_are_skipped_with_the_reason(run_a) -> None:
+    assert record(C)["state"] == "skipped"
+    assert record(C)["reason"] == "GPU compute process running: PID 1 (sleep)"
+    assert record(D)["state"] == "skipped"
+    assert record(D)["reason"].startswith("user logged in: alice on pts/3 from 10.0.0.5")
+
+
+def test_a_the_fleet_table_ends_even_a_stopped_rollout(run_a) -> None:
+    run, _ = run_a
+    table = run.stdout[run.stdout.index("FLEET REPORT") :]
+    for name, state in ((A, "QUARANTINED"), (B, "NOT_RUN"), (C, "SKIPPED"), (D, "SKIPPED")):
+        assert any(line.split()[:2] == [name, state] for line in table.splitlines()), table
+    assert "fleet: 0 of 4 hosts ready" in table
+
+
+# --- run B: one failure allowed, one host broken mid-rollout, one container stopped ----------
+@pytest.fixture(scope="module")
+def run_b(run_a):
+    subprocess.run(["docker", "stop", "-t", "1", C], check=True, capture_output=True)
+    log_out(D)
+    inv = inventory(
+        "b",
+        {
+            A: {},
+            B: {},
+            C: {"rocmlab_fleet_sysfs_root": KFD_ROOT},
+            # Passes preflight (a well-formed package name), breaks in the middle of its batch.
+            D: {"rocm_packages_list": ["rocminfo", "rocmlab-no-such-package"]},
+        },
+    )
+    run = rollout(inv, extra={"rocmlab_fleet_serial": [1, 2], "rocmlab_fleet_failure_budget": 50})
+    kept = EPHEMERAL / "reports-b"
+    shutil.rmtree(kept, ignore_errors=True)
+    shutil.copytree(REPORTS, kept)
+    return run, kept
+
+
+def test_b_the_others_converge_and_the_canary_is_released(run_b) -> None:
+    run, _ = run_b
+    assert run.returncode != 0
+    for name, batch in ((A, 1), (B, 2)):
+        rec = record(name)
+        assert (rec["state"], rec["reason"], rec["batch"]) == ("ready", None, batch)
+        report = json.loads((REPORTS / f"{name}.json").read_text())
+        assert report["passed"] is True
+        assert host(name).file(f"{VENV}/bin/rocmlab").exists
+        assert "researcher" in host(name).group("render").members
+    assert not host(A).file(QUARANTINE).exists  # a later successful run lifts the quarantine
+    # The wheel is built once for the rollout, not once per batch (two batches here).
+    built = [
+        task
+        for task in run.stdout.split("TASK [")
+        if task.startswith("smoke_test : Build the rocmlab wheel on the controller]")
+        and re.search(r"^(ok|changed): ", task, re.M)
+    ]
+    assert len(built) == 1, built
+
+
+def test_b_the_broken_host_is_named_with_its_reason(run_b) -> None:
+    run, _ = run_b
+    broken = record(D)
+    assert (broken["state"], broken["batch"]) == ("failed", 2)
+    assert "rocmlab-no-such-package" in broken["reason"]
+    assert D in failures(run)
+
+
+def test_c_the_stopped_container_is_set_aside(run_b) -> None:
+    run, _ = run_b
+    away = record(C)
+    assert away["state"] == "unreachable" and "no answer within 5 s" in away["reason"]
+    assert f"{C} is set aside (unreachable): no answer within 5 s" in said(run)
+
+
+def test_b_the_fleet_report_says_who_is_ready_and_why_not(run_b) -> None:
+    _, kept = run_b
+    fleet = json.loads((kept / "fleet.json").read_text())
+    states = {h["host"]: (h["state"], h["reason"]) for h in fleet["hosts"]}
+    assert states[A] == ("ready", None) and states[B] == ("ready", None)
+    assert states[C][0] == "unreachable" and states[C][1].startswith("unreachable: no answer")
+    assert states[D][0] == "failed" and "rocmlab-no-such-package" in states[D][1]
+    assert fleet["ready"] is False and fleet["summary"]["ready"] == 2
+
+
+def chromium() -> str:
+    found = shutil.which("chromium")
+    if not found:
+        if os.environ.get("ROCMLAB_REQUIRE_CHROMIUM") == "1":
+            pytest.fail("chromium is not on PATH and ROCMLAB_REQUIRE_CHROMIUM=1")
+        pytest.skip("chromium is not on PATH (apt-get install -y chromium)")
+    return found
+
+
+def headless(*args: str) -> str:
+    profile = EPHEMERAL / "chromium-profile"
+    command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               f"--user-data-dir={profile}", *args]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_b_the_html_report_in_a_browser_flags_the_hosts_that_are_not_ready(run_b) -> None:
+    _, kept = run_b
+    page = (kept / "fleet.html").as_uri()
+    dom = headless("--dump-dom", page)
+    rows = {}
+    for chunk in dom.split("<tr ")[1:]:
+        attrs = chunk.split(">", 1)[0]
+        if 'data-host="' in attrs:
+            name = attrs.split('data-host="', 1)[1].split('"', 1)[0]
+            rows[name] = attrs
+    assert sorted(rows) == sorted([A, B, C, D])
+    for name in (A, B):
+        assert 'data-ready="true"' in rows[name]
+    for name, state in ((C, "unreachable"), (D, "failed")):
+        assert 'data-ready="false"' in rows[name] and f'data-state="{state}"' in rows[name]
+        assert "bad" in rows[name].split('class="', 1)[1].split('"', 1)[0].split()
+    assert "NOT READY: 2 of 4 hosts ready" in dom
+    headless("--window-size=1600,1200", f"--screenshot={ARTIFACTS[0]}", page)
+    assert ARTIFACTS[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ARTIFACTS[1].parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(ARTIFACTS[0], ARTIFACTS[1])
+
+
+# --- run E1 and E2: a new host with -l, then a full run with changed=0 ---------------------
+LAB_E = {A: {}, B: {}, C: {"rocmlab_fleet_sysfs_root": KFD_ROOT}, D: {}, F: {}}
+SMOKE_REPORT = "/var/lib/rocmlab/smoke/report.json"
+
+
+@pytest.fixture(scope="module")
+def run_e1(run_b):
+    log_in(D, "bob")  # d is in use again: it stays out (the harness has no torch for it)
+    before = snapshot(A, B)
+    runs_before = {name: host(name).file(SMOKE_REPORT).mtime for name in (A, B)}
+    run = rollout(inventory("e", LAB_E), "--limit", F)
+    return run, before, runs_before
+
+
+def test_e_a_new_host_added_with_limit_changes_it_alone(run_e1) -> None:
+    run, before, runs_before = run_e1
+    assert run.returncode == 0, said(run)[-3000:]
+    recap = run.stdout.split("PLAY RECAP", 1)[1].splitlines()
+    assert {line.split()[0] for line in recap if ": ok=" in line} - {"localhost"} == {F}
+    assert record(F)["state"] == "ready"
+    assert snapshot(A, B) == before
+    assert {name: host(name).file(SMOKE_REPORT).mtime for name in (A, B)} == runs_before
+    # The fleet table covers the whole inventory, not only the host of this run.
+    table = run.stdout[run.stdout.index("FLEET REPORT") :]
+    assert "fleet: 3 of 5 hosts ready" in table
+
+
+@pytest.fixture(scope="module")
+def run_e2(run_e1):
+    return rollout(inventory("e", LAB_E), extra={"rocmlab_fleet_serial": [1, "100%"]})
+
+
+def test_e_a_full_run_afterwards_changes_nothing(run_e2) -> None:
+    run = run_e2
+    assert changed(run) == 0, said(run)[-3000:]
+    for name in (A, B, F):
+        assert record(name)["state"] == "ready"
+    assert record(C)["state"] == "unreachable"
+    assert record(D)["state"] == "skipped" and "bob" in record(D)["reason"]
+    assert set(failures(run)) == {C}

@@ -1,0 +1,163 @@
+# Copyright: rocmlab contributors
+# Apache License 2.0
+"""Filters of the lab rollout (role rocmlab_fleet): a host's preflight findings judged as checks,
+and the rollout's decision for the host.
+
+fleet_preflight_checks(findings) -> [{"name", "status": pass|warn|fail, "detail"}], in the order
+the rollout prints them. FINDINGS holds what the preflight tasks registered:
+
+  reach           wait_for_connection's result (failed: the host did not answer)
+  connect_timeout rocmlab_fleet_connect_timeout
+  settings        {"status", "detail"} of the roles' settings check, or None
+  python          {"status", "detail"} of the frameworks' Python check, or None (not applicable)
+  host            rocmlab_preflight's result (space, clock_offset, in_use), or None
+  dpkg            rocmlab_dpkg's result (lock_holders, interrupted, unconfigured), or None
+  audit           the `dpkg --audit` command's result, or None
+  mirrors         [{"what", "urls"}]: what the roles will fetch; any URL answering 200 will do
+  fetched         the uri results, one per URL (item, status, msg)
+  max_clock_skew  rocmlab_fleet_max_clock_skew
+  skip_busy       rocmlab_fleet_skip_busy
+
+fleet_decision(checks, skip_busy) -> {"state": go|unreachable|failed|skipped, "reason"}.
+"""
+
+from __future__ import annotations
+
+import re
+
+GIB = 1024**3
+CREDENTIALS = re.compile(r"://[^/@\s]*@")
+
+
+def _masked(text):
+    return CREDENTIALS.sub("://***@", str(text))
+
+
+def _slug(text):
+    return re.sub(r"[^a-z0-9]+", "_", str(text).lower()).strip("_")
+
+
+def _space(entry):
+    held = ", ".join(
+        f"{name} {path}" for name, path in zip(entry["names"], entry["paths"], strict=True)
+    )
+    return (
+        f"{entry['mount']} ({held}): {entry['free_bytes'] / GIB:.1f} GiB free, "
+        f"{entry['need_bytes'] / GIB:.1f} GiB needed"
+    )
+
+
+def _dpkg(dpkg, audit):
+    problems = []
+    if dpkg.get("interrupted"):
+        problems.append("an interrupted dpkg run")
+    if dpkg.get("unconfigured"):
+        names = ", ".join(f"{p['package']} ({p['state']})" for p in dpkg["unconfigured"])
+        problems.append(f"packages not fully installed: {names}")
+    said = [
+        line
+        for line in (audit or {}).get("stdout_lines", []) + (audit or {}).get("stderr_lines", [])
+        if line.strip()
+    ]
+    if said:
+        problems.append("dpkg --audit: " + " | ".join(said[:3]))
+    if problems:
+        return (
+            "fail",
+            "; ".join(problems) + "; fix: sudo dpkg --configure -a (or rocmlab_dpkg_repair: true)",
+        )
+    holders = dpkg.get("lock_holders") or []
+    if holders:
+        held = ", ".join(f"PID {h['pid']} ({h['command']}) on {h['lock']}" for h in holders)
+        return "warn", f"lock held by {held}; the roles wait for it (rocmlab_dpkg_lock_timeout)"
+    return "pass", "no lock held, dpkg --audit clean"
+
+
+def _mirror(mirror, fetched):
+    answers = [r for r in fetched if r.get("item") in mirror["urls"]]
+    good = [r for r in answers if r.get("status") == 200]
+    if good:
+        return "pass", _masked(f"{mirror['what']}: {good[0]['item']} answered 200")
+    if not answers:
+        return "fail", _masked(f"{mirror['what']}: not fetched")
+    said = "; ".join(
+        f"{r['item']}: {r.get('msg') or 'HTTP ' + str(r.get('status'))}".strip() for r in answers
+    )
+    return "fail", _masked(f"{mirror['what']}: {said}")
+
+
+def fleet_preflight_checks(findings):
+    """The checks of one host's preflight, judged."""
+    checks = []
+
+    def add(name, status, detail):
+        checks.append({"name": name, "status": status, "detail": " ".join(str(detail).split())})
+
+    reach = findings.get("reach") or {}
+    if reach.get("failed") or reach.get("unreachable"):
+        add(
+            "reachable",
+            "fail",
+            f"no answer within {findings.get('connect_timeout')} s: {reach.get('msg', '')}",
+        )
+        return checks
+    add("reachable", "pass", f"answered in {reach.get('elapsed', 0)} s")
+    settings = findings.get("settings")
+    if settings:
+        add("settings", settings["status"], settings["detail"])
+    python = findings.get("python")
+    if python:
+        add("python", python["status"], python["detail"])
+    host = findings.get("host") or {}
+    if host.get("space"):
+        short = [entry for entry in host["space"] if not entry["enough"]]
+        add("free_space", "fail" if short else "pass", "; ".join(map(_space, host["space"])))
+    if findings.get("dpkg") is not None:
+        add("dpkg", *_dpkg(findings["dpkg"], findings.get("audit")))
+    if host.get("clock_offset") is not None:
+        offset, limit = float(host["clock_offset"]), float(findings.get("max_clock_skew", 10))
+        where = "ahead of" if offset >= 0 else "behind"
+        add(
+            "clock",
+            "fail" if abs(offset) > limit else "pass",
+            f"{abs(offset):.1f} s {where} the controller (limit {limit:g} s; apt refuses Release"
+            " files dated in its future)",
+        )
+    for mirror in findings.get("mirrors") or []:
+        add(f"mirror_{_slug(mirror['what'])}", *_mirror(mirror, findings.get("fetched") or []))
+    if "in_use" in host:
+        if host["in_use"]:
+            what = "; ".join(host["in_use"])
+            add(
+                "in_use",
+                "warn",
+                f"{what}; skipped (rocmlab_fleet_skip_busy)"
+                if findings.get("skip_busy", True)
+                else f"{what}; provisioned anyway (rocmlab_fleet_skip_busy: false)",
+            )
+        else:
+            add("in_use", "pass", "no GPU compute process, nobody logged in")
+    return checks
+
+
+def fleet_decision(checks, skip_busy=True, in_use=()):
+    """What the rollout does with the host: go, or set it aside with the reason."""
+    by_name = {check["name"]: check for check in checks}
+    reach = by_name.get("reachable")
+    if reach is None or reach["status"] == "fail":
+        return {"state": "unreachable", "reason": reach["detail"] if reach else "not checked"}
+    failed = [check for check in checks if check["status"] == "fail"]
+    if failed:
+        reason = "; ".join(f"{check['name']}: {check['detail']}" for check in failed)
+        return {"state": "failed", "reason": f"preflight: {reason}"}
+    if in_use and skip_busy:
+        return {"state": "skipped", "reason": "; ".join(in_use)}
+    return {"state": "go", "reason": None}
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "fleet_preflight_checks": fleet_preflight_checks,
+            "fleet_decision": fleet_decision,
+        }

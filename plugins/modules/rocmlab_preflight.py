@@ -1,0 +1,345 @@
+#!/usr/bin/python
+# Copyright: rocmlab contributors
+# Apache License 2.0
+"""What a lab rollout checks on a host before it changes anything: free space where ROCm, the
+venvs and the datasets go, the host's clock, GPU compute processes and logged-in users."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import struct
+import time
+
+DOCUMENTATION = r"""
+module: rocmlab_preflight
+short_description: Read what a lab rollout checks before it changes a host
+description:
+  - Free space. For each item of I(space), the file system that will hold its path (the
+    nearest existing parent when the path does not exist yet). Items on one file system add up
+    their needs, and each file system is compared with the sum.
+  - The host's clock (seconds since the epoch), and its offset from I(controller_time), the
+    controller's clock when the task was sent (the transfer time makes a host look slightly
+    ahead).
+  - GPU compute processes. The KFD driver lists each process that holds a compute context as a
+    directory named by its PID under C(class/kfd/kfd/proc) of I(sysfs_root).
+  - Logged-in users. The C(USER_PROCESS) records of I(utmp) whose process still runs (what
+    C(who) lists on Debian 12), and the user sessions systemd-logind knows (C(loginctl); Debian
+    13's C(who) reads those instead of utmp) when logind runs. The session this module runs in
+    (any of its parent processes leads it) and the accounts in I(ignore_users) do not count.
+  - Read-only; changes nothing on the host.
+options:
+  space:
+    description:
+      - What must fit, each with C(name) (what goes there, for messages), C(path) (where it
+        goes) and C(need_gib) (GiB it needs, 0 to only report).
+    type: list
+    elements: dict
+    default: []
+  controller_time:
+    description:
+      - The controller's clock (seconds since the epoch) when the task was sent; 0 skips the offset.
+    type: float
+    default: 0
+  sysfs_root:
+    description: Where sysfs is mounted (tests point it at a fixture tree).
+    type: path
+    default: /sys
+  utmp:
+    description: The utmp file to read.
+    type: path
+    default: /run/utmp
+  ignore_users:
+    description: Accounts whose sessions do not count (a kiosk's automatic login).
+    type: list
+    elements: str
+    default: []
+author: rocmlab
+"""
+
+EXAMPLES = r"""
+- name: Read what the rollout checks
+  rocmlab.rocmlab.rocmlab_preflight:
+    space:
+      - {name: ROCm, path: /opt/rocm, need_gib: 30}
+      - {name: venvs, path: /opt/rocmlab/venvs, need_gib: 15}
+    controller_time: "{{ now(utc=true).timestamp() }}"
+  register: preflight
+"""
+
+RETURN = r"""
+space:
+  description: One item per file system, with the items of I(space) it holds.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - mount: /
+      names: [ROCm, venvs]
+      paths: [/opt/rocm, /opt/rocmlab/venvs]
+      need_bytes: 48318382080
+      free_bytes: 107374182400
+      enough: true
+clock:
+  description: The host's clock, seconds since the epoch.
+  returned: always
+  type: float
+clock_offset:
+  description: The host's clock minus I(controller_time), in seconds (null without it).
+  returned: always
+  type: float
+kfd_processes:
+  description: The processes with a GPU compute context, with their command name when known.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"pid": 4242, "command": "python3"}]
+in_use:
+  description:
+    - One sentence per kind of use found (GPU compute processes, logged-in users); empty when
+      the host is free.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "GPU compute process running: PID 4242 (python3)"
+    - "user logged in: alice on pts/0 from 10.0.0.5 since 2025-01-06T09:12:00+00:00"
+sessions:
+  description: The users logged in, as utmp records them.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {"user": "alice", "line": "pts/0", "host": "10.0.0.5", "pid": 812,
+       "since": "2025-01-06T09:12:00+00:00"}
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+
+GIB = 1024**3
+# glibc's struct utmp on Linux (bits/utmp.h; 64-bit systems keep the 32-bit layout for
+# compatibility): ut_type (short, padded), ut_pid, ut_line[32], ut_id[4], ut_user[32],
+# ut_host[256], ut_exit (2 shorts), ut_session, ut_tv (2 int32), ut_addr_v6[4], 20 reserved.
+UTMP = struct.Struct("<hxxi32s4s32s256shhiii16s20x")
+USER_PROCESS = 7
+
+
+def existing_parent(path):
+    """PATH, or its nearest parent that exists."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and path != "/":
+        path = os.path.dirname(path)
+    return path
+
+
+def mount_point(path):
+    """The mount point of the file system PATH (which exists) lies on."""
+    device = os.stat(path).st_dev
+    while path != "/":
+        parent = os.path.dirname(path)
+        if os.stat(parent).st_dev != device:
+            break
+        path = parent
+    return path
+
+
+def space_report(items):
+    """The file systems the ITEMS' paths lie on, each with what it holds, needs and has free."""
+    found = {}
+    for item in items:
+        where = existing_parent(item["path"])
+        device = os.stat(where).st_dev
+        if device not in found:
+            stats = os.statvfs(where)
+            found[device] = {
+                "mount": mount_point(where),
+                "names": [],
+                "paths": [],
+                "need_bytes": 0,
+                "free_bytes": stats.f_bavail * stats.f_frsize,
+            }
+        entry = found[device]
+        entry["names"].append(item["name"])
+        entry["paths"].append(item["path"])
+        entry["need_bytes"] += int(float(item.get("need_gib") or 0) * GIB)
+    for entry in found.values():
+        entry["enough"] = entry["free_bytes"] >= entry["need_bytes"]
+    return list(found.values())
+
+
+def kfd_processes(sysfs_root, proc_root="/proc"):
+    """The PIDs listed under class/kfd/kfd/proc, with their command names where readable."""
+    directory = os.path.join(sysfs_root, "class", "kfd", "kfd", "proc")
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    found = []
+    for name in sorted(names, key=lambda n: (len(n), n)):
+        if not name.isdigit():
+            continue
+        try:
+            with open(
+                os.path.join(proc_root, name, "comm"), encoding="utf-8", errors="replace"
+            ) as f:
+                command = f.read().strip() or None
+        except OSError:
+            command = None
+        found.append({"pid": int(name), "command": command})
+    return found
+
+
+def text(field):
+    """A NUL-padded utmp string field as text."""
+    return field.split(b"\0", 1)[0].decode("utf-8", errors="replace")
+
+
+def utmp_sessions(data):
+    """Every USER_PROCESS record in the bytes of a utmp file."""
+    sessions = []
+    for offset in range(0, len(data) - UTMP.size + 1, UTMP.size):
+        kind, pid, line, _id, user, host, _term, _exit, _session, seconds, _usec, _addr = (
+            UTMP.unpack_from(data, offset)
+        )
+        if kind != USER_PROCESS or not text(user):
+            continue
+        since = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat()
+        sessions.append(
+            {"user": text(user), "line": text(line), "host": text(host), "pid": pid, "since": since}
+        )
+    return sessions
+
+
+def ancestors(proc_root="/proc"):
+    """This process and its parents, up to init."""
+    found, pid = set(), os.getpid()
+    while pid > 0 and pid not in found:
+        found.add(pid)
+        try:
+            with open(os.path.join(proc_root, str(pid), "stat"), encoding="utf-8") as f:
+                # The command name (2nd field) is in parentheses and may hold spaces.
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return found
+
+
+def logged_in(utmp, ignore_users, own, proc_root="/proc"):
+    """The sessions of UTMP whose process runs, other than OWN (PIDs) and IGNORE_USERS."""
+    try:
+        with open(utmp, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    return [
+        session
+        for session in utmp_sessions(data)
+        if session["user"] not in ignore_users
+        and session["pid"] not in own
+        and os.path.exists(os.path.join(proc_root, str(session["pid"])))
+    ]
+
+
+def in_use(processes, sessions):
+    """One sentence per kind of use found: the compute processes, the logged-in users."""
+    found = []
+    if processes:
+        found.append(
+            "GPU compute process running: "
+            + ", ".join(f"PID {p['pid']} ({p['command'] or 'command unknown'})" for p in processes)
+        )
+    if sessions:
+        found.append(
+            "user logged in: "
+            + ", ".join(
+                f"{s['user']} on {s['line'] or 'no terminal'}"
+                + (f" from {s['host']}" if s["host"] else "")
+                + f" since {s['since']}"
+                for s in sessions
+            )
+        )
+    return found
+
+
+# The properties of a logind session that say who and where (stable across systemd releases,
+# unlike the columns of `loginctl list-sessions`).
+LOGIND_PROPERTIES = ("Name", "TTY", "RemoteHost", "Leader", "Class", "State", "Timestamp")
+
+
+def logind_sessions(run, ignore_users, own):
+    """The user sessions logind knows, other than OWN (leader PIDs) and IGNORE_USERS. RUN(argv)
+    returns (rc, stdout); an absent or silent logind means none."""
+    rc, out = run(["loginctl", "list-sessions", "--no-legend", "--no-pager"])
+    if rc != 0:
+        return []
+    found = []
+    for line in out.splitlines():
+        session = line.split()[0] if line.split() else ""
+        if not session:
+            continue
+        args = ["loginctl", "show-session", session, "--no-pager"]
+        rc, props = run(args + [f"--property={name}" for name in LOGIND_PROPERTIES])
+        if rc != 0:
+            continue
+        info = dict(item.split("=", 1) for item in props.splitlines() if "=" in item)
+        leader = int(info.get("Leader") or 0)
+        if (
+            info.get("Class") != "user"
+            or info.get("State") not in ("active", "online")
+            or info.get("Name", "") in ignore_users
+            or leader in own
+        ):
+            continue
+        found.append(
+            {
+                "user": info.get("Name", ""),
+                "line": info.get("TTY", ""),
+                "host": info.get("RemoteHost", ""),
+                "pid": leader,
+                "since": info.get("Timestamp", ""),
+            }
+        )
+    return found
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "space": {"type": "list", "elements": "dict", "default": []},
+            "controller_time": {"type": "float", "default": 0},
+            "sysfs_root": {"type": "path", "default": "/sys"},
+            "utmp": {"type": "path", "default": "/run/utmp"},
+            "ignore_users": {"type": "list", "elements": "str", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    clock = time.time()
+    params = module.params
+    processes = kfd_processes(params["sysfs_root"])
+    own, ignore = ancestors(), set(params["ignore_users"])
+
+    def run(argv):
+        if module.get_bin_path(argv[0]) is None:
+            return 127, ""
+        rc, out, _err = module.run_command(argv)
+        return rc, out
+
+    sessions = logged_in(params["utmp"], ignore, own)
+    seen = {(s["user"], s["line"]) for s in sessions}
+    sessions += [s for s in logind_sessions(run, ignore, own) if (s["user"], s["line"]) not in seen]
+    for item in params["space"]:
+        if not str(item.get("path", "")).startswith("/") or not item.get("name"):
+            module.fail_json(msg=f"space: {item!r} needs a name and an absolute path")
+    module.exit_json(
+        changed=False,
+        clock=clock,
+        clock_offset=clock - params["controller_time"] if params["controller_time"] else None,
+        space=space_report(params["space"]),
+        kfd_processes=processes,
+        sessions=sessions,
+        in_use=in_use(processes, sessions),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""Unit tests for plugins/filter/fleet.py (role rocmlab_fleet): a host's preflight findings
+judged as checks, and what the rollout does with the host."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location(
+    "fleet_filters", REPO / "plugins" / "filter" / "fleet.py"
+)
+assert _spec is not None and _spec.loader is not None
+fleet = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fleet)
+
+GIB = 1024**3
+WHEELHOUSE = "http://mirror.lab/wheels/"
+DATASET = [
+    "http://mirror.lab/mnist/t10k-labels-idx1-ubyte.gz",
+    "http://mirror.lab/mnist/t10k-labels-idx1-ubyte",
+]
+
+
+def findings(**changes: object) -> dict:
+    """What the preflight tasks of a healthy host register."""
+    base = {
+        "reach": {"elapsed": 1},
+        "connect_timeout": 30,
+        "settings": {"status": "pass", "detail": "accepted for rocm_repo, smoke_test"},
+        "python": {"status": "pass", "detail": "/usr/bin/python3 3.11.2: torch 2.13 has wheels"},
+        "host": {
+            "space": [
+                {
+                    "mount": "/",
+                    "names": ["rocm", "venvs"],
+                    "paths": ["/usr", "/opt/rocmlab/venvs/pytorch"],
+                    "need_bytes": 45 * GIB,
+                    "free_bytes": 100 * GIB,
+                    "enough": True,
+                }
+            ],
+            "clock_offset": 0.4,
+            "in_use": [],
+        },
+        "dpkg": {"lock_holders": [], "interrupted": False, "unconfigured": []},
+        "audit": {"stdout_lines": [], "stderr_lines": []},
+        "mirrors": [
+            {"what": "PyTorch wheelhouse", "urls": [WHEELHOUSE]},
+            {"what": "mnist dataset mirror", "urls": DATASET},
+        ],
+        "fetched": [
+            {"item": WHEELHOUSE, "status": 200},
+            {"item": DATASET[0], "status": 404, "msg": "HTTP Error 404: File not found"},
+            {"item": DATASET[1], "status": 200},
+        ],
+        "max_clock_skew": 10,
+        "skip_busy": True,
+    }
+    base.update(changes)
+    return base
+
+
+def by_name(checks: list[dict]) -> dict[str, dict]:
+    return {check["name"]: check for check in checks}
+
+
+def test_a_healthy_host_passes_every_check_in_order() -> None:
+    checks = fleet.fleet_preflight_checks(findings())
+    assert [c["name"] for c in checks] == [
+        "reachable", "settings", "python", "free_space", "dpkg", "clock",
+        "mirror_pytorch_wheelhouse", "mirror_mnist_dataset_mirror", "in_use",
+    ]  # fmt: skip
+    assert {c["status"] for c in checks} == {"pass"}
+    found = by_name(checks)
+    assert found["free_space"]["detail"] == (
+        "/ (rocm /usr, venvs /opt/rocmlab/venvs/pytorch): 100.0 GiB free, 45.0 GiB needed"
+    )
+    # The plain file answered where the gzipped one did not: either will do.
+    assert found["mirror_mnist_dataset_mirror"]["detail"].endswith(
+        "t10k-labels-idx1-ubyte answered 200"
+    )
+    assert fleet.fleet_decision(checks) == {"state": "go", "reason": None}
+
+
+def test_an_unreachable_host_has_one_check_and_is_set_aside() -> None:
+    checks = fleet.fleet_preflight_checks(
+        findings(
+            reach={
+                "failed": True,
+                "msg": "timed out waiting for ping: container stopped",
+            }
+        )
+    )
+    assert checks == [
+        {
+            "name": "reachable",
+            "status": "fail",
+            "detail": "no answer within 30 s: timed out waiting for ping: container stopped",
+        }
+    ]
+    decision = fleet.fleet_decision(checks)
+    assert decision["state"] == "unreachable"
+    assert "container stopped" in decision["reason"]
+
+
+HOST = findings()["host"]
+SHORT = [{**HOST["space"][0], "free_bytes": 20 * GIB, "enough": False}]
+INTERRUPTED = {
+    "lock_holders": [],
+    "interrupted": True,
+    "unconfigured": [{"package": "rocminfo", "state": "unpacked"}],
+}
+HALF = {"stdout_lines": ["The following packages are only half configured:", " rocminfo"]}
+NO_DNS = "Request failed: <urlopen error [Errno -2] Name or service not known>"
+FAILING = [
+    ({"host": {**HOST, "space": SHORT}}, "free_space", "20.0 GiB free, 45.0 GiB needed"),
+    ({"host": {**HOST, "clock_offset": -42.0}}, "clock", "42.0 s behind the controller"),
+    ({"host": {**HOST, "clock_offset": 15.0}}, "clock", "15.0 s ahead of the controller (limit 10"),
+    (
+        {"dpkg": INTERRUPTED},
+        "dpkg",
+        "an interrupted dpkg run; packages not fully installed: rocminfo (unpacked); fix: sudo",
+    ),
+    ({"audit": HALF}, "dpkg", "dpkg --audit: The following packages are only half configured:"),
+    (
+        {"fetched": [{"item": WHEELHOUSE, "status": -1, "msg": NO_DNS}]},
+        "mirror_pytorch_wheelhouse",
+        "PyTorch wheelhouse: http://mirror.lab/wheels/: Request failed",
+    ),
+    (
+        {"settings": {"status": "fail", "detail": 'rocm_repo_version: "6.4.2\\n" is refused'}},
+        "settings",
+        "rocm_repo_version",
+    ),
+    (
+        {"python": {"status": "fail", "detail": "torch 2.13 has no wheels for Python 3.9.2"}},
+        "python",
+        "3.9.2",
+    ),
+]
+
+
+@pytest.mark.parametrize(("change", "check", "fragment"), FAILING)
+def test_each_failing_check_fails_the_host_with_its_reason(change, check, fragment) -> None:
+    checks = fleet.fleet_preflight_checks(findings(**change))
+    found = by_name(checks)[check]
+    assert found["status"] == "fail", found
+    assert fragment in found["detail"], found["detail"]
+    decision = fleet.fleet_decision(checks)
+    assert decision["state"] == "failed"
+    assert decision["reason"].startswith("preflight: ") and check in decision["reason"]
+
+
+def test_a_held_dpkg_lock_warns_without_failing() -> None:
+    holder = {"lock": "/var/lib/dpkg/lock-frontend", "pid": 812, "command": "unattended-upgrade"}
+    held = {"lock_holders": [holder], "interrupted": False, "unconfigured": []}
+    checks = fleet.fleet_preflight_checks(findings(dpkg=held))
+    assert by_name(checks)["dpkg"]["status"] == "warn"
+    assert "PID 812 (unattended-upgrade)" in by_name(checks)["dpkg"]["detail"]
+    assert fleet.fleet_decision(checks)["state"] == "go"
+
+
+def test_a_host_in_use_is_skipped_unless_told_otherwise() -> None:
+    use = ["user logged in: alice on pts/3 since 2025-01-06T09:12:00+00:00"]
+    busy = findings(host={**findings()["host"], "in_use": use})
+    checks = fleet.fleet_preflight_checks(busy)
+    assert by_name(checks)["in_use"]["status"] == "warn"
+    assert fleet.fleet_decision(checks, True, use) == {"state": "skipped", "reason": use[0]}
+    anyway = fleet.fleet_preflight_checks({**busy, "skip_busy": False})
+    assert (
+        "provisioned anyway (rocmlab_fleet_skip_busy: false)" in by_name(anyway)["in_use"]["detail"]
+    )
+    assert fleet.fleet_decision(anyway, False, use)["state"] == "go"
+
+
+def test_credentials_in_mirror_urls_are_masked() -> None:
+    url = "https://user:secret@mirror.lab/wheels/"
+    checks = fleet.fleet_preflight_checks(
+        findings(
+            mirrors=[{"what": "PyTorch wheelhouse", "urls": [url]}],
+            fetched=[{"item": url, "status": 401, "msg": "Unauthorized"}],
+        )
+    )
+    detail = by_name(checks)["mirror_pytorch_wheelhouse"]["detail"]
+    assert "secret" not in detail and "https://***@mirror.lab/wheels/" in detail
+
+
+def test_a_refused_settings_check_leaves_nothing_else_to_judge() -> None:
+    """The roles declare their mirrors and places only once their settings are accepted."""
+    checks = fleet.fleet_preflight_checks(
+        findings(
+            settings={"status": "fail", "detail": "refused"},
+            python=None,
+            mirrors=[],
+            host={"clock_offset": 0.1, "in_use": []},
+        )
+    )
+    assert [c["name"] for c in checks] == ["reachable", "settings", "dpkg", "clock", "in_use"]

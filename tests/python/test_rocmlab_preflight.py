@@ -1,0 +1,180 @@
+"""Unit tests for plugins/modules/rocmlab_preflight.py (role rocmlab_fleet): what a lab rollout
+reads on a host before it changes anything.
+
+utmp files are written by util-linux's own `utmpdump -r` (what `who` then reads back), so the
+record layout is checked against the system's tools, not against this module's idea of it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location(
+    "rocmlab_preflight", REPO / "plugins" / "modules" / "rocmlab_preflight.py"
+)
+assert _spec is not None and _spec.loader is not None
+preflight = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(preflight)
+
+UTMPDUMP = shutil.which("utmpdump")
+WHO = shutil.which("who")
+
+
+def utmp_file(tmp_path: Path, lines: list[str]) -> Path:
+    """A binary utmp file made by `utmpdump -r` from its text form."""
+    if UTMPDUMP is None:
+        pytest.skip("needs utmpdump (util-linux)")
+    target = tmp_path / "utmp"
+    subprocess.run(
+        [UTMPDUMP, "-r", "-o", str(target)],
+        input="".join(line + "\n" for line in lines),
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+    return target
+
+
+def record(kind: int, pid: int, user: str, line: str = "pts/3", host: str = "10.0.0.5") -> str:
+    return (
+        f"[{kind}] [{pid:05d}] [ts/0] [{user:<8}] [{line:<12}] [{host:<20}]"
+        f" [{host or '0.0.0.0':<15}] [2025-01-06T09:12:00,000000+00:00]"
+    )
+
+
+def test_utmp_records_read_as_who_reads_them(tmp_path: Path) -> None:
+    path = utmp_file(
+        tmp_path,
+        [record(7, 4242, "alice"), record(8, 4243, "bob"), record(7, 17, "carol", "tty1", "")],
+    )
+    sessions = preflight.utmp_sessions(path.read_bytes())
+    since = "2025-01-06T09:12:00+00:00"
+    assert sessions == [
+        {"user": "alice", "line": "pts/3", "host": "10.0.0.5", "pid": 4242, "since": since},
+        {"user": "carol", "line": "tty1", "host": "", "pid": 17, "since": since},
+    ]
+    if WHO:
+        listed = subprocess.run([WHO, str(path)], capture_output=True, text=True, check=True)
+        assert [line.split()[0] for line in listed.stdout.splitlines()] == ["alice", "carol"]
+
+
+def test_only_live_sessions_of_others_count(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    for pid in (100, 200, 300):
+        (proc / str(pid)).mkdir(parents=True)
+    path = utmp_file(
+        tmp_path,
+        [
+            record(7, 100, "alice"),  # alive
+            record(7, 999, "stale"),  # the process is gone: a record a crash left behind
+            record(7, 200, "ansible"),  # this very session (a parent of the module)
+            record(7, 300, "kiosk"),  # ignored on purpose
+        ],
+    )
+    found = preflight.logged_in(str(path), {"kiosk"}, {200}, proc_root=str(proc))
+    assert [s["user"] for s in found] == ["alice"]
+
+
+def test_no_utmp_file_means_nobody_logged_in(tmp_path: Path) -> None:
+    assert preflight.logged_in(str(tmp_path / "missing"), set(), set()) == []
+
+
+def test_the_modules_own_session_is_among_its_ancestors() -> None:
+    own = preflight.ancestors()
+    assert os.getpid() in own
+    assert os.getppid() in own
+
+
+def test_kfd_processes_from_a_fixture_tree(tmp_path: Path) -> None:
+    sysfs, proc = tmp_path / "sys", tmp_path / "proc"
+    kfd = sysfs / "class" / "kfd" / "kfd" / "proc"
+    for name in ("4242", "17", "not-a-pid"):
+        (kfd / name).mkdir(parents=True)
+    (proc / "4242").mkdir(parents=True)
+    (proc / "4242" / "comm").write_text("python3\n")
+    assert preflight.kfd_processes(str(sysfs), proc_root=str(proc)) == [
+        {"pid": 17, "command": None},
+        {"pid": 4242, "command": "python3"},
+    ]
+
+
+def test_no_kfd_driver_means_no_compute_process(tmp_path: Path) -> None:
+    assert preflight.kfd_processes(str(tmp_path)) == []
+
+
+def test_space_adds_up_what_shares_a_file_system(tmp_path: Path) -> None:
+    free = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
+    half = free / 2 / preflight.GIB
+    report = preflight.space_report(
+        [
+            {"name": "venvs", "path": str(tmp_path / "not" / "there" / "yet"), "need_gib": half},
+            {"name": "datasets", "path": str(tmp_path), "need_gib": half * 1.5},
+        ]
+    )
+    assert len(report) == 1
+    (fs,) = report
+    assert fs["names"] == ["venvs", "datasets"]
+    assert fs["need_bytes"] == int(half * preflight.GIB) + int(half * 1.5 * preflight.GIB)
+    assert fs["enough"] is False  # each alone would fit, together they do not
+    assert os.path.ismount(fs["mount"]) or fs["mount"] == "/"
+    assert str(tmp_path).startswith(fs["mount"])
+
+
+def test_space_that_fits() -> None:
+    (fs,) = preflight.space_report([{"name": "ROCm", "path": "/", "need_gib": 0}])
+    assert fs["enough"] is True and fs["mount"] == "/" and fs["free_bytes"] > 0
+
+
+def test_in_use_says_what_and_who() -> None:
+    assert preflight.in_use([], []) == []
+    said = preflight.in_use(
+        [{"pid": 4242, "command": "python3"}, {"pid": 17, "command": None}],
+        [{"user": "alice", "line": "pts/3", "host": "10.0.0.5", "pid": 1, "since": "T"}],
+    )
+    assert said == [
+        "GPU compute process running: PID 4242 (python3), PID 17 (command unknown)",
+        "user logged in: alice on pts/3 from 10.0.0.5 since T",
+    ]
+
+
+def fake_loginctl(sessions: dict[str, dict[str, str]], rc: int = 0):
+    """A stand-in for loginctl: list-sessions and show-session over SESSIONS."""
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        if rc:
+            return rc, ""
+        if argv[1] == "list-sessions":
+            return 0, "".join(f"{sid} 1000 {p['Name']} seat0\n" for sid, p in sessions.items())
+        wanted = [a.split("=", 1)[1] for a in argv if a.startswith("--property=")]
+        props = sessions[argv[2]]
+        return 0, "".join(f"{k}={props[k]}\n" for k in wanted if k in props)
+
+    return run
+
+
+def test_logind_sessions_of_users_count_others_do_not() -> None:
+    sessions = {
+        "3": {"Name": "alice", "TTY": "pts/0", "RemoteHost": "10.0.0.5", "Leader": "812",
+              "Class": "user", "State": "active", "Timestamp": "Mon 2025-01-06 09:12:00 UTC"},
+        "4": {"Name": "ansible", "TTY": "", "RemoteHost": "10.0.0.1", "Leader": "900",
+              "Class": "user", "State": "active", "Timestamp": "T"},  # this very session
+        "5": {"Name": "gdm", "Class": "greeter", "State": "online", "Leader": "700"},
+        "6": {"Name": "kiosk", "Class": "user", "State": "active", "Leader": "701"},
+        "7": {"Name": "bob", "Class": "user", "State": "closing", "Leader": "702"},
+    }  # fmt: skip
+    found = preflight.logind_sessions(fake_loginctl(sessions), {"kiosk"}, {900})
+    assert found == [
+        {"user": "alice", "line": "pts/0", "host": "10.0.0.5", "pid": 812,
+         "since": "Mon 2025-01-06 09:12:00 UTC"}
+    ]  # fmt: skip
+
+
+def test_no_logind_means_no_logind_sessions() -> None:
+    assert preflight.logind_sessions(fake_loginctl({}, rc=1), set(), set()) == []
