@@ -33,6 +33,7 @@ PUBLIC_ROLES = (
     "pytorch_rocm",
     "tensorflow_rocm",
     "smoke_test",
+    "cluster_check",
 )
 LAB_EXAMPLE = ROOT / "inventory" / "lab.example" / "group_vars" / "all.yml"
 

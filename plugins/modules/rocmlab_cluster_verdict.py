@@ -54,9 +54,10 @@ options:
   results:
     description:
       - Per host still in the run - C(started) (the job was launched), C(job) (C(async_status)'s
-        result - C(finished), C(rc), C(stdout), C(stderr)), C(reach) (C(wait_for)'s result
-        towards the rendezvous, or null on the rendezvous host) and C(report) (the report's
-        content in base64, or null when the host has none).
+        result - C(finished), C(rc), C(delta), C(stdout), C(stderr)), C(reach) (whether
+        C(wait_for) got through to the rendezvous - C(reached), C(msg) - or null on the
+        rendezvous host) and C(report) (the report's content in base64, or null when the host
+        has none).
     type: dict
     required: true
 author: rocmlab
@@ -228,7 +229,7 @@ def never_joined(hosts, results, lost, rdzv_host, endpoint, join_timeout):
             continue
         reach = result.get("reach") or {}
         job = result.get("job") or {}
-        if reach.get("failed"):
+        if reach.get("reached") is False:
             named[host] = (
                 f"it could not connect to the rendezvous at {endpoint} (on {rdzv_host}) "
                 f"within {join_timeout} s"
@@ -367,7 +368,8 @@ def judge(params):
                 if joined_not
                 else "No single host is to blame from what they said; see each one's torchrun. "
             )
-            + f"Each host's torchrun: {per_host}."
+            + f"Each host's torchrun: {per_host}".rstrip(".")
+            + "."
         )
     else:
         parts = []
@@ -389,7 +391,8 @@ def judge(params):
         message = (
             f"{label.capitalize()} across {len(hosts)} host(s) failed: "
             + "; ".join(parts)
-            + f". Each host's torchrun: {per_host}."
+            + f". Each host's torchrun: {per_host}".rstrip(".")
+            + "."
         )
 
     record = None

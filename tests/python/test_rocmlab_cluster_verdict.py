@@ -100,7 +100,7 @@ def host_result(
     return {
         "started": started,
         "job": job,
-        "reach": None if reach_failed is None else {"failed": reach_failed, "elapsed": 1},
+        "reach": None if reach_failed is None else {"reached": not reach_failed, "msg": ""},
         "report": None if report is None else b64(report),
     }
 
@@ -197,6 +197,7 @@ def test_a_host_that_cannot_reach_the_rendezvous_is_named_as_never_joined() -> N
     assert f"Never joined: node-c (it could not connect to the rendezvous at {ENDPOINT}" in message
     assert "node-a: exit 1 after 63 s: RendezvousTimeoutError;" in message
     assert "node-b: exit 1: RendezvousConnectionError: The connection to the C10d store" in message
+    assert message.endswith("See inner exception for details.")  # one full stop, not two
     # No report anywhere: the fleet report gets the verdict's own record.
     assert result["document"] is None
     record = result["record"]
