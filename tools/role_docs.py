@@ -34,6 +34,7 @@ PUBLIC_ROLES = (
     "tensorflow_rocm",
     "smoke_test",
     "rocmlab_fleet",
+    "cluster_check",
 )
 LAB_EXAMPLE = ROOT / "inventory" / "lab.example" / "group_vars" / "all.yml"
 
