@@ -10,6 +10,7 @@ uses the real files or damaged copies of them.
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import subprocess
 import sys
@@ -24,18 +25,16 @@ from rocmlab.datasets import DATASETS
 # collections/ (a link to this checkout) provides, as ansible.cfg's collections_path does.
 sys.path.insert(0, str(REPO / "collections"))
 
+# ansible.module_utils (which the modules' and plugins' tests import) replaces sys.intern for the
+# whole process with a callable class, and torch._dynamo (which torch.utils.checkpoint imports on
+# first use) refuses to load after that. Load it before any test module is collected.
+if importlib.util.find_spec("torch") is not None:
+    import torch._dynamo  # noqa: F401
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # CPU wheels without numpy warn about it when torch is imported.
     config.addinivalue_line("filterwarnings", "ignore:Failed to initialize NumPy")
-
-
-def pytest_collectstart(collector: pytest.Collector) -> None:
-    # test_gfx_detect imports ansible.module_utils.basic, which replaces sys.intern for the whole
-    # process with a callable class; torch._dynamo (which torch.utils.checkpoint imports on first
-    # use) refuses to load after that. Load it first when both will share this process.
-    if isinstance(collector, pytest.Module) and collector.path.name == "test_gfx_detect.py":
-        import torch._dynamo  # noqa: F401
 
 
 @pytest.fixture(scope="session")
