@@ -149,6 +149,9 @@ def run_module(names: list[str], env: dict[str, str], workdir: Path) -> dict[str
             ]
         )
     )
+    # Not the repository's ansible.cfg (tools/test exports ANSIBLE_CONFIG): its callbacks
+    # (profile_tasks) would print around the JSON.
+    env = {key: value for key, value in env.items() if key != "ANSIBLE_CONFIG"}
     env = dict(
         env,
         ANSIBLE_LIBRARY=str(LIBRARY),
