@@ -59,19 +59,26 @@ def refused_without_change(host, snapshot: str, run_play) -> str:
     return said(run)
 
 
-def failures(run: subprocess.CompletedProcess) -> dict[str, str]:
+def failures(run: subprocess.CompletedProcess, items: bool = False) -> dict[str, str]:
     """The message of each host's last failure in RUN: {host: msg} (JSON result format). The
-    last one: a rescue that reports why its block failed comes after the block's own failure."""
+    last one: a rescue that reports why its block failed comes after the block's own failure.
+    ITEMS: also a loop's failed items (`failed: [host] (item=...) => {...}`; an assert in a
+    loop fails its host with no `fatal:` line), for a host that has no `fatal:` line."""
     found: dict[str, str] = {}
+    by_item: dict[str, str] = {}
     decoder = json.JSONDecoder()
     text = run.stdout + "\n" + run.stderr
-    for match in re.finditer(r"^fatal: \[([^\]]+)\]: FAILED! => ", text, re.M):
+    pattern = r"^(?:fatal: \[([^\]]+)\]: FAILED! => |failed: \[([^\]]+)\] \(item=.*?\) => )"
+    for match in re.finditer(pattern, text, re.M):
         try:
             result, _ = decoder.raw_decode(text, match.end())
         except ValueError:
             result = {"msg": text[match.end() : match.end() + 2000]}
-        found[match.group(1)] = str(result.get("msg", result))
-    return found
+        if match.group(1):
+            found[match.group(1)] = str(result.get("msg", result))
+        elif items:
+            by_item[match.group(2)] = str(result.get("msg", result))
+    return {**by_item, **found}
 
 
 def alias_inventory(path: Path, aliases: dict[str, tuple[str, dict]]) -> Path:

@@ -135,7 +135,7 @@ def bad_settings_run(tmp_path_factory):
         check=False,
     )
     after = {name: host(name).check_output(SNAPSHOT) for name in (D12, D13)}
-    return run, failures(run), before, after
+    return run, failures(run, items=True), before, after
 
 
 def test_bad_settings_change_neither_host(bad_settings_run):
