@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -322,7 +323,12 @@ def test_a_host_stopped_mid_run_ends_the_others_naming_it():
     }
     command = ["ansible-playbook", "-i", INVENTORY, "-e", json.dumps(extra), str(PLAYBOOK)]
     playbook = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ansible_env()
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ansible_env(),
+        start_new_session=True,  # killed below with its forked workers, not only the parent
     )
     try:
         deadline = time.monotonic() + 240
@@ -338,7 +344,7 @@ def test_a_host_stopped_mid_run_ends_the_others_naming_it():
         if playbook.poll() is None:
             # Killed here, the run cannot give the hosts back: do it, so that the next case
             # fails on its own account, not on this run's locks.
-            playbook.kill()
+            os.killpg(playbook.pid, signal.SIGKILL)
             for name in (A, B):
                 node(name).run(f"rm -f {LOCK}")
     run = subprocess.CompletedProcess(command, playbook.returncode, out, err)
