@@ -72,10 +72,13 @@ def cluster_json() -> dict:
 
 
 def message_of(run: subprocess.CompletedProcess) -> str:
-    """The cluster check's one message (the failed assert, the same on every host)."""
+    """The cluster check's one message: its failed assert, the run's last failure (a host killed
+    mid-run may fail an earlier task with Ansible's own error first)."""
     found = failures(run)
     assert found, said(run)[-3000:]
-    return " ".join(next(iter(found.values())).split())
+    text = run.stdout + "\n" + run.stderr
+    last = list(re.finditer(r"^fatal: \[([^\]]+)\]: FAILED! => ", text, re.M))[-1].group(1)
+    return " ".join(found[last].split())
 
 
 # -- what converge left ----------------------------------------------------------------------------
