@@ -90,3 +90,21 @@ def alias_inventory(path: Path, aliases: dict[str, tuple[str, dict]]) -> Path:
     }
     path.write_text(json.dumps({"all": {"hosts": hosts}}, indent=1))
     return path
+
+
+def play_aliases(
+    path: Path, aliases: dict[str, tuple[str, dict]], playbook: Path, snapshot, forks: int = 12
+):
+    """ONE run of PLAYBOOK over ALIASES (see alias_inventory; the inventory is written to PATH),
+    with SNAPSHOT() (what a refused run must not touch) taken before and after it. Returns
+    (run, before, after)."""
+    inventory = alias_inventory(path, aliases)
+    before = snapshot()
+    run = subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), "--forks", str(forks), str(playbook)],
+        capture_output=True,
+        text=True,
+        env=ansible_env(),
+        check=False,
+    )
+    return run, before, snapshot()

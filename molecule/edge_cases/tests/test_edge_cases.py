@@ -10,7 +10,7 @@ from pathlib import Path
 import playbook_runs
 import pytest
 import testinfra
-from playbook_runs import alias_inventory, ansible_env, changed, failures, said
+from playbook_runs import changed, failures, play_aliases, said
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -115,26 +115,21 @@ OWN = {
 }
 
 
+def snapshots() -> dict[str, str]:
+    return {name: host(name).check_output(SNAPSHOT) for name in (D12, D13)}
+
+
 @pytest.fixture(scope="module")
 def bad_settings_run(tmp_path_factory):
     """One run of the foundation roles over every bad-settings alias, with both containers'
     snapshots around it."""
-    inventory = alias_inventory(
-        tmp_path_factory.mktemp("bad-settings") / "inventory.json",
-        {
-            case: (container, {**OWN[container], **values})
-            for case, container, values, _ in BAD_SETTINGS
-        },
+    aliases = {
+        case: (container, {**OWN[container], **values})
+        for case, container, values, _ in BAD_SETTINGS
+    }
+    run, before, after = play_aliases(
+        tmp_path_factory.mktemp("bad-settings") / "inventory.json", aliases, PLAYBOOK, snapshots
     )
-    before = {name: host(name).check_output(SNAPSHOT) for name in (D12, D13)}
-    run = subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), "--forks", "12", str(PLAYBOOK)],
-        capture_output=True,
-        text=True,
-        env=ansible_env(),
-        check=False,
-    )
-    after = {name: host(name).check_output(SNAPSHOT) for name in (D12, D13)}
     return run, failures(run, items=True), before, after
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import playbook_runs
 import pytest
 import testinfra
-from playbook_runs import alias_inventory, ansible_env, failures, said
+from playbook_runs import ansible_env, failures, play_aliases, said
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -260,22 +260,16 @@ TF = {"tensorflow_rocm_enabled": True, "tensorflow_rocm_package": "tensorflow-cp
 @pytest.fixture(scope="module")
 def hostile_run(tmp_path_factory):
     """One site.yml run over every hostile alias, with both containers' snapshots around it."""
-    inventory = alias_inventory(
+    aliases = {
+        c[0]: (c[1], {**(TF if any(k.startswith("tensorflow") for k in c[2]) else {}), **c[2]})
+        for c in HOSTILE
+    }
+    run, before, after = play_aliases(
         tmp_path_factory.mktemp("hostile") / "inventory.json",
-        {
-            c[0]: (c[1], {**(TF if any(k.startswith("tensorflow") for k in c[2]) else {}), **c[2]})
-            for c in HOSTILE
-        },
+        aliases,
+        SITE,
+        lambda: {name: host(name).check_output(SNAPSHOT) for name in (D12, D13)},
     )
-    before = {name: host(name).check_output(SNAPSHOT) for name in (D12, D13)}
-    run = subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), "--forks", "12", str(SITE)],
-        capture_output=True,
-        text=True,
-        env=ansible_env(),
-        check=False,
-    )
-    after = {name: host(name).check_output(SNAPSHOT) for name in (D12, D13)}
     return run, failures(run), before, after
 
 
