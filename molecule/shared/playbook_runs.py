@@ -60,8 +60,9 @@ def refused_without_change(host, snapshot: str, run_play) -> str:
 
 
 def failures(run: subprocess.CompletedProcess, items: bool = False) -> dict[str, str]:
-    """The message of each host's last failure in RUN: {host: msg} (JSON result format). The
-    last one: a rescue that reports why its block failed comes after the block's own failure.
+    """The message of each host's last failure in RUN: {host: msg} (JSON result format), in
+    the order of those last failures (the run's last failure last). The last one: a rescue that
+    reports why its block failed comes after the block's own failure.
     ITEMS: also a loop's failed items (`failed: [host] (item=...) => {...}`; an assert in a
     loop fails its host with no `fatal:` line), for a host that has no `fatal:` line."""
     found: dict[str, str] = {}
@@ -75,10 +76,21 @@ def failures(run: subprocess.CompletedProcess, items: bool = False) -> dict[str,
         except ValueError:
             result = {"msg": text[match.end() : match.end() + 2000]}
         if match.group(1):
+            found.pop(match.group(1), None)
             found[match.group(1)] = str(result.get("msg", result))
         elif items:
             by_item[match.group(2)] = str(result.get("msg", result))
     return {**by_item, **found}
+
+
+def refusal(failed: dict[str, str], case: str, fragments: list[str]) -> str:
+    """CASE's message in FAILED (what failures() returned), whitespace folded, asserted to hold
+    every one of FRAGMENTS."""
+    assert case in failed, f"{case} was not refused; refused: {sorted(failed)}"
+    message = " ".join(failed[case].split())
+    for fragment in fragments:
+        assert fragment in message, (fragment, message[-2000:])
+    return message
 
 
 def alias_inventory(path: Path, aliases: dict[str, tuple[str, dict]]) -> Path:

@@ -76,9 +76,7 @@ def message_of(run: subprocess.CompletedProcess) -> str:
     mid-run may fail an earlier task with Ansible's own error first)."""
     found = failures(run)
     assert found, said(run)[-3000:]
-    text = run.stdout + "\n" + run.stderr
-    last = list(re.finditer(r"^fatal: \[([^\]]+)\]: FAILED! => ", text, re.M))[-1].group(1)
-    return " ".join(found[last].split())
+    return " ".join(list(found.values())[-1].split())
 
 
 # -- what converge left ----------------------------------------------------------------------------

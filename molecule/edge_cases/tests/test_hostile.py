@@ -22,7 +22,7 @@ from pathlib import Path
 import playbook_runs
 import pytest
 import testinfra
-from playbook_runs import ansible_env, failures, play_aliases, said
+from playbook_runs import ansible_env, failures, play_aliases, refusal, said
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -286,10 +286,7 @@ def test_no_hostile_value_changes_either_host(hostile_run):
 )
 def test_each_hostile_value_is_refused_naming_it(hostile_run, case, container, extra, expected):
     _, failed, _, _ = hostile_run
-    assert case in failed, f"{case} was not refused; refused: {sorted(failed)}"
-    message = " ".join(failed[case].split())
-    for fragment in expected:
-        assert fragment in message, (fragment, message[-2000:])
+    message = refusal(failed, case, expected)
     assert "Nothing on this host was changed" in message
 
 
