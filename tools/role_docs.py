@@ -35,6 +35,7 @@ PUBLIC_ROLES = (
     "smoke_test",
     "rocmlab_fleet",
     "cluster_check",
+    "lab_cache",
 )
 LAB_EXAMPLE = ROOT / "inventory" / "lab.example" / "group_vars" / "all.yml"
 

@@ -1,0 +1,146 @@
+#!/usr/bin/python
+# Copyright: rocmlab contributors
+# Apache License 2.0
+"""Fill a directory of the lab cache with a command, and record what came from upstream."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+DOCUMENTATION = r"""
+module: lab_cache_fill
+short_description: Fill a lab cache directory once, recording the bytes fetched upstream
+description:
+  - Runs I(argv) (C(pip download ... --dest DIR) for wheels, C(rocmlab fetch-mnist --dest DIR)
+    for a dataset), which fetches into I(dir) only what I(dir) does not hold yet.
+  - Compares I(dir) before and after (names, sizes and modification times; names starting with
+    a dot, the downloaders' partial files, are left out) and appends one JSON line per new or
+    changed file to I(log) - C(time), C(kind), C(file) (C(<kind>/<path in dir>)), C(bytes) and
+    C(sha256). Those lines are the cache's own count of the bytes that crossed the uplink for
+    this kind (lab_cache_stats reads them).
+  - Changed when a file was added or replaced. In check mode nothing runs.
+  - A command that fails stops the module with its last lines of output; the files it fetched
+    before failing are recorded all the same (they did cross the uplink).
+options:
+  argv:
+    description: The command that fills I(dir), as a list of arguments (no shell).
+    type: list
+    elements: str
+    required: true
+  dir:
+    description: The directory the command fills (created by the caller).
+    type: path
+    required: true
+  kind:
+    description: What the directory holds, the first part of each recorded name.
+    type: str
+    required: true
+    choices: [wheels, datasets]
+  log:
+    description: The fill log, JSON lines, appended to (created when missing).
+    type: path
+    required: true
+author: rocmlab
+"""
+
+RETURN = r"""
+fetched:
+  description: The files this run added or replaced, as recorded in I(log).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {"file": "wheels/torch-2.9.1+rocm6.4-cp311-cp311-manylinux_2_28_x86_64.whl", "bytes": 4e9}
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+
+
+def snapshot(root):
+    """{relative path: (size, mtime_ns)} of the regular files under ``root``, dot-files left out."""
+    found = {}
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+        for name in files:
+            if name.startswith("."):
+                continue
+            path = os.path.join(directory, name)
+            stat = os.stat(path)
+            found[os.path.relpath(path, root)] = (stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+def sha256_of(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def new_files(before, after):
+    """Paths in ``after`` that ``before`` lacks or holds with another size or time, sorted."""
+    return sorted(path for path, meta in after.items() if before.get(path) != meta)
+
+
+def records(root, kind, paths, now):
+    return [
+        {
+            "time": now,
+            "kind": kind,
+            "file": f"{kind}/{path}",
+            "bytes": os.path.getsize(os.path.join(root, path)),
+            "sha256": sha256_of(os.path.join(root, path)),
+        }
+        for path in paths
+    ]
+
+
+def append_records(log, lines):
+    if not lines:
+        return
+    with open(log, "a", encoding="utf-8") as handle:
+        for line in lines:
+            handle.write(json.dumps(line, sort_keys=True) + "\n")
+
+
+def tail(text, count=15):
+    return " | ".join(line for line in text.splitlines()[-count:] if line.strip())
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "argv": {"type": "list", "elements": "str", "required": True},
+            "dir": {"type": "path", "required": True},
+            "kind": {"type": "str", "required": True, "choices": ["wheels", "datasets"]},
+            "log": {"type": "path", "required": True},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    if module.check_mode:
+        module.exit_json(changed=False, fetched=[], msg="check mode: nothing fetched")
+    if not os.path.isdir(params["dir"]):
+        module.fail_json(msg=f"lab_cache_fill: {params['dir']} is not a directory")
+    before = snapshot(params["dir"])
+    rc, out, err = module.run_command(params["argv"])
+    fetched = records(
+        params["dir"], params["kind"], new_files(before, snapshot(params["dir"])), time.time()
+    )
+    append_records(params["log"], fetched)
+    summary = [{"file": line["file"], "bytes": line["bytes"]} for line in fetched]
+    if rc != 0:
+        module.fail_json(
+            msg=f"{params['argv'][0]} exited {rc}: {tail(out + chr(10) + err)}",
+            rc=rc,
+            fetched=summary,
+        )
+    module.exit_json(changed=bool(fetched), fetched=summary, stdout=out)
+
+
+if __name__ == "__main__":
+    main()
