@@ -9,11 +9,14 @@ scenario itself reads the real logs with the same parser.
 
 from __future__ import annotations
 
+import getpass
 import gzip
 import hashlib
 import importlib.util
 import json
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -162,3 +165,96 @@ def test_fill_records_only_new_or_replaced_files(tmp_path):
     fill_module.append_records(str(log), [])
     counted = stats_module.stats(str(tmp_path / "none"), str(tmp_path / "none"), str(log))
     assert counted["kinds"]["wheels"]["upstream_bytes"] == 4 + 5 + 1
+
+
+bundle_module = load("lab_cache_bundle")
+
+
+def filled_cache(tmp_path: Path) -> tuple[Path, Path]:
+    """A lab cache's files in their real places' layout: apt-cacher-ng's cache (a remapped
+    repository's directory and its .head files, and its own _xstore bookkeeping), wheels/ and
+    datasets/<name>/ under the lab cache's root."""
+    apt = tmp_path / "acng"
+    (apt / "amd/rocm/apt/6.4.2/dists/jammy").mkdir(parents=True)
+    (apt / "amd/rocm/apt/6.4.2/dists/jammy/InRelease").write_text(
+        "-----BEGIN PGP SIGNED MESSAGE-----\n"
+    )
+    (apt / "amd/rocm/apt/6.4.2/dists/jammy/InRelease.head").write_text("HTTP/1.1 200 OK\n")
+    (apt / "_xstore/qstats").mkdir(parents=True)
+    (apt / "_xstore/qstats/i").write_text("stats")
+    root = tmp_path / "lab-cache"
+    (root / "wheels").mkdir(parents=True)
+    (root / "wheels" / TORCH).write_bytes(b"wheel bytes")
+    (root / "datasets/mnist").mkdir(parents=True)
+    (root / "datasets/mnist/t10k-labels-idx1-ubyte").write_bytes(b"labels")
+    return apt, root
+
+
+def test_bundle_holds_every_file_with_its_hash_and_skips_bookkeeping(tmp_path):
+    apt, root = filled_cache(tmp_path)
+    bundle = tmp_path / "bundle"
+    changed, manifest = bundle_module.create(
+        str(bundle), bundle_module.sources(str(root), str(apt)), 1.0
+    )
+    assert changed
+    assert sorted(manifest["files"]) == [
+        "apt/amd/rocm/apt/6.4.2/dists/jammy/InRelease",
+        "apt/amd/rocm/apt/6.4.2/dists/jammy/InRelease.head",
+        "datasets/mnist/t10k-labels-idx1-ubyte",
+        f"wheels/{TORCH}",
+    ]
+    assert manifest["files"][f"wheels/{TORCH}"] == {
+        "sha256": hashlib.sha256(b"wheel bytes").hexdigest(),
+        "bytes": 11,
+    }
+    on_disk = json.loads((bundle / "MANIFEST.json").read_text())
+    assert on_disk["files"] == manifest["files"]
+    assert not (tmp_path / "bundle.part").exists()
+    # Made again from an unchanged cache: left as it is; a changed file makes a new one.
+    assert not bundle_module.create(str(bundle), bundle_module.sources(str(root), str(apt)), 2.0)[0]
+    (root / "wheels" / TORCH).write_bytes(b"other wheel")
+    assert bundle_module.create(str(bundle), bundle_module.sources(str(root), str(apt)), 3.0)[0]
+
+
+def test_import_copies_a_sound_bundle_once(tmp_path):
+    apt, root = filled_cache(tmp_path)
+    bundle = tmp_path / "bundle"
+    bundle_module.create(str(bundle), bundle_module.sources(str(root), str(apt)), 1.0)
+    offline_root, offline_apt = tmp_path / "offline-root", tmp_path / "offline-acng"
+    owner = getpass.getuser()
+    changed, manifest = bundle_module.import_bundle(
+        str(bundle), str(offline_root), str(offline_apt), owner
+    )
+    assert changed and len(manifest["files"]) == 4
+    assert (offline_root / "wheels" / TORCH).read_bytes() == b"wheel bytes"
+    assert (offline_apt / "amd/rocm/apt/6.4.2/dists/jammy/InRelease").exists()
+    assert json.loads((offline_root / "bundle.json").read_text())["bundle"] == str(bundle)
+    assert not bundle_module.import_bundle(str(bundle), str(offline_root), str(offline_apt), owner)[
+        0
+    ]
+
+
+def test_import_refuses_an_altered_bundle_whole(tmp_path):
+    apt, root = filled_cache(tmp_path)
+    bundle = tmp_path / "bundle"
+    bundle_module.create(str(bundle), bundle_module.sources(str(root), str(apt)), 1.0)
+    (bundle / "wheels" / TORCH).write_bytes(b"wheel bytez")  # same size, other content
+    (bundle / "wheels" / "extra.whl").write_bytes(b"x")
+    (bundle / "datasets/mnist/t10k-labels-idx1-ubyte").unlink()
+    offline_root, offline_apt = tmp_path / "offline-root", tmp_path / "offline-acng"
+    with pytest.raises(bundle_module.BundleError) as refused:
+        bundle_module.import_bundle(str(bundle), str(offline_root), str(offline_apt), "nobody")
+    message = str(refused.value)
+    assert "datasets/mnist/t10k-labels-idx1-ubyte is missing" in message
+    assert "wheels/extra.whl is not in the manifest" in message
+    assert f"wheels/{TORCH} has SHA-256 {hashlib.sha256(b'wheel bytez').hexdigest()}" in message
+    assert "nothing was imported" in message
+    assert not offline_root.exists() and not offline_apt.exists()
+
+
+def test_import_refuses_a_directory_that_is_no_bundle(tmp_path):
+    with pytest.raises(bundle_module.BundleError, match=r"has no MANIFEST\.json"):
+        bundle_module.import_bundle(str(tmp_path), str(tmp_path / "r"), str(tmp_path / "a"), "x")
+    (tmp_path / "MANIFEST.json").write_text('{"format": 2}')
+    with pytest.raises(bundle_module.BundleError, match="not a manifest of format 1"):
+        bundle_module.import_bundle(str(tmp_path), str(tmp_path / "r"), str(tmp_path / "a"), "x")
