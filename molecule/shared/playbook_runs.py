@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
@@ -120,3 +121,15 @@ def play_aliases(
         check=False,
     )
     return run, before, snapshot()
+
+
+def fleet_report(reports: Path, hosts: list[str]) -> subprocess.CompletedProcess:
+    """`rocmlab fleet-report REPORTS --hosts HOSTS` from this checkout's src/ (the standard
+    library only, as the fleet_report callback runs it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "rocmlab", "fleet-report", str(reports), "--hosts", ",".join(hosts)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(PROJECT / "src")),
+        check=False,
+    )

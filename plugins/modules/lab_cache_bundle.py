@@ -64,6 +64,7 @@ bytes:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache import sha256_of  # noqa: E402
 
 MANIFEST = "MANIFEST.json"
 FORMAT = 1
@@ -75,14 +76,6 @@ APT_SKIPPED = ("_xstore",)
 
 class BundleError(Exception):
     pass
-
-
-def sha256_of(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def walk_files(top, skipped=()):

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -57,6 +56,7 @@ fetched:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache import sha256_of  # noqa: E402
 
 
 def snapshot(root):
@@ -71,14 +71,6 @@ def snapshot(root):
             stat = os.stat(path)
             found[os.path.relpath(path, root)] = (stat.st_size, stat.st_mtime_ns)
     return found
-
-
-def sha256_of(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def new_files(before, after):

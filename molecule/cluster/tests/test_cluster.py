@@ -19,7 +19,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import testinfra
-from playbook_runs import alias_inventory, ansible_env, changed, failures, play, said
+from playbook_runs import alias_inventory, ansible_env, changed, failures, fleet_report, play, said
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -129,13 +129,7 @@ def test_the_training_ran_across_the_three_hosts():
 
 
 def test_fleet_report_shows_the_cluster_check():
-    run = subprocess.run(
-        [sys.executable, "-m", "rocmlab", "fleet-report", str(REPORTS), "--hosts", ",".join(HOSTS)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(PROJECT / "src")),
-        check=False,
-    )
+    run = fleet_report(REPORTS, HOSTS)
     assert run.returncode == 1, run.stderr  # the hosts have no smoke reports of their own
     assert "cluster check: pass" in run.stdout
     fleet = json.loads((REPORTS / "fleet.json").read_text())

@@ -29,7 +29,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from playbook_runs import (
     INVENTORY,
     ansible_env,
     failures,
+    fleet_report,
     play,
     refusal,
     refused_without_change,
@@ -201,13 +201,7 @@ def test_upstream_bytes_are_printed_at_the_end_and_in_the_fleet_report(first_run
     record = json.loads((REPORTS / "fleet" / "cache.json").read_text())
     assert record["cache_host"] == HEAD
     assert record["kinds"]["wheels"]["upstream_bytes"] > 0
-    report = subprocess.run(
-        [sys.executable, "-m", "rocmlab", "fleet-report", str(REPORTS), "--hosts", ",".join(FIRST)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(PROJECT / "src")),
-        check=False,
-    )
+    report = fleet_report(REPORTS, FIRST)
     assert report.returncode == 0, report.stdout + report.stderr
     fleet = json.loads((REPORTS / "fleet.json").read_text())
     assert fleet["cache"]["cache_host"] == HEAD
