@@ -26,10 +26,18 @@ def ansible_env() -> dict[str, str]:
     )
 
 
-def play(playbook: Path, extra_vars: dict, *args: str) -> subprocess.CompletedProcess:
-    """ansible-playbook PLAYBOOK with EXTRA_VARS (highest precedence) and more ARGS."""
+def play(
+    playbook: Path, extra_vars: dict, *args: str, inventory: str | Path = INVENTORY
+) -> subprocess.CompletedProcess:
+    """ansible-playbook PLAYBOOK with EXTRA_VARS (highest precedence) and more ARGS, against the
+    scenario's inventory or INVENTORY."""
     return subprocess.run(
-        ["ansible-playbook", "-i", INVENTORY, "-e", json.dumps(extra_vars), *args, str(playbook)],
+        [
+            "ansible-playbook",
+            *("-i", str(inventory), "-e", json.dumps(extra_vars)),
+            *args,
+            str(playbook),
+        ],
         capture_output=True,
         text=True,
         env=ansible_env(),

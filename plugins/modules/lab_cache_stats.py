@@ -43,6 +43,9 @@ options:
     description: Count only lines at or after this Unix time (0, every line).
     type: float
     default: 0
+  until:
+    description: Count only lines before this Unix time (unset, every line from I(since) on).
+    type: float
   details:
     description: Also return, per file, how often it was fetched upstream and served.
     type: bool
@@ -127,27 +130,25 @@ def parse_time(text):
         return None
 
 
-def read_apt(tally, lines, since):
+def read_apt(tally, lines, window):
     """apt-cacher-ng: ``time|I|bytes|client|path`` (upstream) and ``time|O|...`` (served)."""
     for line in lines:
         fields = line.rstrip("\n").split("|", 4)
         if len(fields) != 5 or fields[1] not in ("I", "O") or not fields[2].isdigit():
             continue
-        when = parse_time(fields[0])
-        if when is None or when < since:
+        if not window(parse_time(fields[0])):
             continue
         direction = "upstream" if fields[1] == "I" else "served"
         tally.add("apt", direction, fields[4].lstrip("/"), int(fields[2]))
 
 
-def read_http(tally, lines, since):
+def read_http(tally, lines, window):
     """nginx: ``$msec|$status|$body_bytes_sent|$remote_addr|$uri``; /wheels/ and /datasets/."""
     for line in lines:
         fields = line.rstrip("\n").split("|", 4)
         if len(fields) != 5 or fields[1] not in SERVED_STATUS or not fields[2].isdigit():
             continue
-        when = parse_time(fields[0])
-        if when is None or when < since:
+        if not window(parse_time(fields[0])):
             continue
         path = fields[4].lstrip("/")
         kind = path.split("/", 1)[0]
@@ -156,7 +157,7 @@ def read_http(tally, lines, since):
             tally.add(kind, "served", path, int(fields[2]))
 
 
-def read_fills(tally, lines, since):
+def read_fills(tally, lines, window):
     """lab_cache_fill's JSON lines: one per file fetched upstream."""
     for line in lines:
         try:
@@ -165,18 +166,23 @@ def read_fills(tally, lines, since):
             continue
         if not isinstance(record, dict) or record.get("kind") not in ("wheels", "datasets"):
             continue
-        if float(record.get("time", 0)) < since:
+        if not window(parse_time(str(record.get("time", "")))):
             continue
         tally.add(
             record["kind"], "upstream", str(record.get("file", "")), int(record.get("bytes", 0))
         )
 
 
-def stats(apt_log, http_log, fill_log, since=0.0, details=False):
+def stats(apt_log, http_log, fill_log, since=0.0, until=None, details=False):
+    """The counts of the three logs' lines from SINCE to before UNTIL (Unix times)."""
+
+    def window(when):
+        return when is not None and when >= since and (until is None or when < until)
+
     tally = Tally()
-    read_apt(tally, log_lines(apt_log), since)
-    read_http(tally, log_lines(http_log), since)
-    read_fills(tally, log_lines(fill_log), since)
+    read_apt(tally, log_lines(apt_log), window)
+    read_http(tally, log_lines(http_log), window)
+    read_fills(tally, log_lines(fill_log), window)
     result = {
         "kinds": tally.kinds,
         "upstream_bytes": sum(c["upstream_bytes"] for c in tally.kinds.values()),
@@ -194,6 +200,7 @@ def main():
             "http_log": {"type": "path", "required": True},
             "fill_log": {"type": "path", "required": True},
             "since": {"type": "float", "default": 0.0},
+            "until": {"type": "float"},
             "details": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
@@ -204,8 +211,9 @@ def main():
             params["apt_log"],
             params["http_log"],
             params["fill_log"],
-            params["since"],
-            params["details"],
+            since=params["since"],
+            until=params["until"],
+            details=params["details"],
         )
     except OSError as exc:
         module.fail_json(msg=f"lab_cache_stats: cannot read a log: {exc}")

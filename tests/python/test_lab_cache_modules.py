@@ -119,6 +119,19 @@ def test_since_leaves_out_earlier_lines(tmp_path):
     assert result["kinds"]["wheels"]["upstream_bytes"] == 0
 
 
+def test_until_leaves_out_later_lines(tmp_path):
+    result = stats_module.stats(**write_logs(tmp_path), since=1796297116, until=1796297141)
+    # The last apt line (1796297200), the second torch download (1796297141.002) and the fill
+    # records (before since) are out.
+    assert result["kinds"]["apt"]["served_requests"] == 4
+    assert result["kinds"]["wheels"] == {
+        "upstream_bytes": 0,
+        "upstream_fetches": 0,
+        "served_bytes": 191794682,
+        "served_requests": 1,
+    }
+
+
 def test_rotated_logs_are_read_oldest_first_and_missing_logs_are_empty(tmp_path):
     logs = write_logs(tmp_path, acng=ACNG.splitlines(keepends=True)[-1])
     with gzip.open(logs["apt_log"] + ".2.gz", "wt") as handle:
