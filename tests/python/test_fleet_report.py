@@ -23,9 +23,11 @@ from fleet_testutil import (
     cache_record,
     doctor_document,
     failed_check,
+    fleet_report,
     hosts_by_name,
     preflight_record,
     read_outputs,
+    ready_reports,
     real_report,
     rollout_record,
     schema2,
@@ -36,23 +38,6 @@ from rocmlab_testutil import REPO
 
 from rocmlab.cli import main
 from rocmlab.fleet.schema import FLEET_SCHEMA
-
-
-def fleet_report(
-    reports_dir: Path, hosts: str, capsys: pytest.CaptureFixture[str], *more: str
-) -> tuple[int, dict[str, Any], str]:
-    """Run the command in-process: (exit code, fleet.json, stdout)."""
-    code = main(["fleet-report", str(reports_dir), "--hosts", hosts, *more])
-    out = capsys.readouterr().out
-    fleet = json.loads((reports_dir / "fleet.json").read_text())
-    jsonschema.validate(fleet, FLEET_SCHEMA)  # every run's document, whatever it holds
-    return code, fleet, out
-
-
-def ready_reports(*hosts: str) -> dict[str, Any]:
-    """A passing report per host, each with its own hostname."""
-    return {f"{host}.json": smoke_report(host) for host in hosts}
-
 
 # --- coverage and the state rules -------------------------------------------------------------
 

@@ -92,9 +92,9 @@ def read_at_most(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _too_big(limit: int, size: int | None = None) -> RecordError:
+def _too_big(limit: int, size: int | None = None, what: str = "any record") -> RecordError:
     told = f"{size} bytes" if size is not None else f"more than {limit} bytes"
-    return RecordError(f"{told}: larger than any record ({limit} bytes at most)")
+    return RecordError(f"{told}: larger than {what} ({limit} bytes at most)")
 
 
 def open_directory(name: str, dir_fd: int, label: str) -> int | None:
@@ -155,13 +155,16 @@ def read_record(dir_fd: int, name: str, limit: int = MAX_BYTES) -> bytes | None:
     return data
 
 
-def read_file(path: Path, limit: int = MAX_BYTES) -> bytes:
+def read_file(path: Path, limit: int = MAX_BYTES, what: str = "any record") -> bytes:
     """The bytes of the regular file at ``path`` (links followed: for files the admin names,
-    such as the inventory), without blocking, at most ``limit``; RecordError otherwise."""
+    such as the inventory), without blocking, at most ``limit``; RecordError otherwise (``what``
+    the file is, for the message)."""
     try:
-        mode = os.stat(path).st_mode
-        if not stat.S_ISREG(mode):
-            raise RecordError(f"{file_kind(mode)}, not a regular file: not read")
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise RecordError(f"{file_kind(info.st_mode)}, not a regular file: not read")
+        if info.st_size > limit:
+            raise _too_big(limit, info.st_size, what)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
         try:
             mode = os.fstat(fd).st_mode
@@ -173,7 +176,7 @@ def read_file(path: Path, limit: int = MAX_BYTES) -> bytes:
     except OSError as exc:
         raise RecordError(f"cannot be read: {exc.strerror or exc}") from None
     if len(data) > limit:
-        raise _too_big(limit)
+        raise _too_big(limit, what=what)
     return data
 
 

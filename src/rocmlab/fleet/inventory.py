@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shlex
+import stat
 import string
 import subprocess
 from collections.abc import Iterable
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocmlab.fleet.bounded import read_file
+from rocmlab.fleet.bounded import file_kind, read_file
 from rocmlab.fleet.fields import RecordError
 from rocmlab.fleet.text import visible
 
@@ -117,7 +118,7 @@ def read_inventory(path: Path, ansible_inventory: str | None) -> Declared:
     if not path.exists():
         raise InventoryError(f"--inventory {path}: no such file or directory")
     if ansible_inventory:
-        check_ranges(path)
+        check_before_ansible(path)
         return _declared(
             hosts_from_ansible(path, ansible_inventory), str(path), "ansible-inventory"
         )
@@ -147,24 +148,39 @@ def _count_entries(hosts: list[str], path: Path, where: str = "") -> None:
         )
 
 
-def check_ranges(path: Path) -> None:
-    """Refuse a host range that names more than MAX_HOSTS hosts in the static files of the
-    inventory at ``path`` (the file, or a directory's files; executable files, which Ansible runs
-    as dynamic inventories, and files that cannot be read are left to Ansible), before
-    ``ansible-inventory`` would expand it."""
+def check_before_ansible(path: Path) -> None:
+    """Refuse what ``ansible-inventory`` would read without a bound, before it runs: in the
+    inventory file, or the files at the top of an inventory directory (it reads them all), a
+    special file (a FIFO would block it), a file over MAX_INVENTORY_BYTES, a host range naming
+    more than MAX_HOSTS hosts (it would expand it). Executable files (dynamic inventories, which
+    Ansible runs) are not read; files that cannot be read are left to Ansible to report."""
     if path.is_dir():
         try:
-            files = sorted(entry for entry in path.iterdir() if entry.is_file())
+            entries = sorted(path.iterdir())[:MAX_INVENTORY_FILES]
         except OSError:
             return
+        files = [entry for entry in entries if not entry.is_dir()]
     else:
         files = [path]
-    for file in files[:MAX_INVENTORY_FILES]:
+    for file in files:
         try:
-            if os.access(file, os.X_OK):
-                continue
+            info = file.stat()
+        except OSError:
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            raise InventoryError(
+                f"--inventory {file}: {file_kind(info.st_mode)}, not a regular file: not read"
+            )
+        if info.st_size > MAX_INVENTORY_BYTES:
+            raise InventoryError(
+                f"--inventory {file}: {info.st_size} bytes: larger than an inventory "
+                f"({MAX_INVENTORY_BYTES} bytes at most)"
+            )
+        if os.access(file, os.X_OK):
+            continue
+        try:
             text = read_file(file, MAX_INVENTORY_BYTES).decode("utf-8", "replace")
-        except (OSError, RecordError):
+        except RecordError:
             continue
         _check_ranges_in(text, file)
 
@@ -237,7 +253,7 @@ def hosts_from_file(path: Path) -> tuple[list[str], str]:
     as YAML when it parses to a mapping (Ansible tries YAML first for such names), else as INI.
     """
     try:
-        text = read_file(path, MAX_INVENTORY_BYTES).decode("utf-8")
+        text = read_file(path, MAX_INVENTORY_BYTES, "an inventory").decode("utf-8")
     except RecordError as exc:
         raise InventoryError(f"--inventory {path}: {exc}") from None
     except UnicodeDecodeError as exc:

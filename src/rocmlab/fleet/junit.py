@@ -35,7 +35,7 @@ def _case(suite: ET.Element, classname: str, name: str) -> ET.Element:
 
 
 def _outcome(case: ET.Element, tag: str, message: str, body: str | None = None) -> None:
-    short = " ".join(message.split())
+    short = " ".join(visible(message, markup=True).split())  # one line, what it held shown
     if len(short) > MESSAGE_WIDTH:
         short = short[: MESSAGE_WIDTH - 3] + "..."
     element = ET.SubElement(case, tag, {"message": _clean(short), "type": tag})
