@@ -78,15 +78,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     except UsageError as exc:
-        raise UsageError(visible(str(exc)), USAGE_EXIT) from None
-    except Exception as exc:  # a bug: still not "a host is not ready"
+        raise UsageError(visible(str(exc)), exc.exit_code) from None
+    except Exception as exc:  # a fault in rocmlab: still not "a host is not ready"
         for line in traceback.format_exc().splitlines():
             print(visible(line), file=sys.stderr)
         raise UsageError(
-            visible(
-                f"the report could not be made: {type(exc).__name__}: {exc} (a fault in rocmlab; "
-                "no output was replaced)"
-            ),
+            visible(f"the report could not be made: {type(exc).__name__}: {exc} (a fault)"),
             USAGE_EXIT,
         ) from None
 
