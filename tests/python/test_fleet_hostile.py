@@ -653,3 +653,25 @@ def test_the_exit_codes_of_a_process(tmp_path: Path) -> None:
     result = run_report(tmp_path, "a")
     assert result.returncode == 2
     assert "fleet.html: a directory, which the report cannot replace" in result.stderr
+
+
+def test_a_fault_in_rocmlab_exits_2_not_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug (injected: the HTML rendering raises) must not read as "a host is not ready"."""
+    import rocmlab.fleet.html
+
+    write_fleet(tmp_path, reports=ready_reports("web1"))
+
+    def broken(fleet: dict[str, Any]) -> str:
+        raise RuntimeError("rendering broke\x1b[2J")
+
+    monkeypatch.setattr(rocmlab.fleet.html, "fleet_html", broken)
+    assert main(["fleet-report", str(tmp_path), "--hosts", "web1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):")
+    assert err.endswith(
+        "rocmlab: error: the report could not be made: RuntimeError: rendering broke\\x1b[2J "
+        "(a fault)\n"
+    )
+    assert listing(tmp_path) == ["web1.json"]
