@@ -398,3 +398,12 @@ def test_too_many_hosts_on_the_command_line_are_refused(
     assert capsys.readouterr().err == (
         "rocmlab: error: --hosts: more than 100000 host names (the most it takes)\n"
     )
+
+
+def test_host_names_with_thousands_of_digits_are_ordered_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    long = f"ws-{'9' * 5000}"
+    assert main(["fleet-report", str(tmp_path), "--hosts", f"{long},ws-10,ws-2,ws-02"]) == 1
+    fleet = json.loads((tmp_path / "fleet.json").read_text())
+    assert [h["host"] for h in fleet["hosts"]] == ["ws-02", "ws-2", "ws-10", long]

@@ -63,10 +63,15 @@ class Declared:
 
 
 def natural_key(name: str) -> tuple[Any, ...]:
-    """Sort key that orders the digits in names as numbers: ws-2 before ws-10."""
+    """Sort key that orders the digits in names as numbers: ws-2 before ws-10. A run of digits
+    is compared by its length, then its digits, without its leading zeros: as int() would order
+    them, for any length (int() refuses over 4,300 digits)."""
     parts = re.split(r"(\d+)", name)
     return (
-        tuple(int(p) if i % 2 else p.casefold() for i, p in enumerate(parts)),
+        tuple(
+            (len(p.lstrip("0")), p.lstrip("0")) if i % 2 else p.casefold()
+            for i, p in enumerate(parts)
+        ),
         name,
     )
 
