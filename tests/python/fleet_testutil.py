@@ -13,7 +13,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+import pytest
 from rocmlab_testutil import REPO
+
+from rocmlab.cli import main
+from rocmlab.fleet.schema import FLEET_SCHEMA
 
 FIXTURES = REPO / "tests" / "fixtures" / "fleet"
 REAL_REPORT = FIXTURES / "smoke-cpu-mnist.json"
@@ -46,6 +51,22 @@ GPUS: dict[str, dict[str, Any]] = {
         "matmul_tflops": {"float32": 19.8, "bfloat16": 120.4},
     },
 }
+
+
+def fleet_report(
+    reports_dir: Path, hosts: str, capsys: pytest.CaptureFixture[str], *more: str
+) -> tuple[int, dict[str, Any], str]:
+    """Run the command in-process: (exit code, fleet.json, stdout)."""
+    code = main(["fleet-report", str(reports_dir), "--hosts", hosts, *more])
+    out = capsys.readouterr().out
+    fleet = json.loads((reports_dir / "fleet.json").read_text())
+    jsonschema.validate(fleet, FLEET_SCHEMA)  # every run's document, whatever it holds
+    return code, fleet, out
+
+
+def ready_reports(*hosts: str) -> dict[str, Any]:
+    """A passing report per host, each with its own hostname."""
+    return {f"{host}.json": smoke_report(host) for host in hosts}
 
 
 def real_report() -> dict[str, Any]:

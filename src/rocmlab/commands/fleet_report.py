@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
+import sys
+import traceback
 from pathlib import Path
 
 from rocmlab.commands.argtypes import SLOW_FRACTION
@@ -15,8 +16,11 @@ USAGE_EXIT = 2
 OUTPUTS = ("fleet.json", "fleet.html", "fleet.junit.xml")
 EXIT_CODES = """exit codes:
   0  every declared host is ready
-  1  a declared host is not ready (the table says which and why)
-  2  bad usage: arguments, an inventory that cannot be read, REPORTS_DIR missing or not writable"""
+  1  a declared host is not ready (the table says which and why; a host whose records cannot
+     be used is UNREADABLE, with the reason)
+  2  the report could not be made: bad arguments, an inventory that cannot be read (or declares
+     too many hosts), REPORTS_DIR missing or unreadable, or the outputs could not be written
+     (the previous fleet.json, fleet.html and fleet.junit.xml are then left as they were)"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -66,30 +70,40 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     report.set_defaults(func=run)
 
 
-def _write(path: Path, data: bytes) -> None:
-    """Write ``data`` atomically: a reader sees the old file or the new one, never half."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}", USAGE_EXIT) from None
-
-
 def run(args: argparse.Namespace) -> int:
-    """Run ``rocmlab fleet-report``."""
+    """Run ``rocmlab fleet-report``: any failure to make the report is exit 2, never 1 (not
+    ready) and never a partial set of outputs."""
+    from rocmlab.fleet.text import visible
+
+    try:
+        return _run(args)
+    except UsageError as exc:
+        raise UsageError(visible(str(exc)), exc.exit_code) from None
+    except Exception as exc:  # a fault in rocmlab: still not "a host is not ready"
+        for line in traceback.format_exc().splitlines():
+            print(visible(line), file=sys.stderr)
+        raise UsageError(
+            visible(f"the report could not be made: {type(exc).__name__}: {exc} (a fault)"),
+            USAGE_EXIT,
+        ) from None
+
+
+def _run(args: argparse.Namespace) -> int:
     import json
 
+    from rocmlab.fleet.gather import ReportsDirError
     from rocmlab.fleet.html import fleet_html
     from rocmlab.fleet.inventory import InventoryError, parse_host_list, read_inventory
     from rocmlab.fleet.junit import junit_xml
+    from rocmlab.fleet.outputs import OutputError, write_all
     from rocmlab.fleet.rules import build_fleet
     from rocmlab.fleet.table import table_lines
+    from rocmlab.fleet.text import decodable, visible
 
     reports_dir: Path = args.reports_dir
     if not reports_dir.is_dir():
         raise UsageError(
-            f"REPORTS_DIR {str(reports_dir)!r}: no such directory "
+            f"REPORTS_DIR {decodable(str(reports_dir))!r}: no such directory "
             "(expected the directory the rollout fetched the reports into)",
             USAGE_EXIT,
         )
@@ -106,11 +120,26 @@ def run(args: argparse.Namespace) -> int:
             f"{reports_dir / 'fleet.json'}, which is the fleet report's own output",
             USAGE_EXIT,
         )
-    fleet = build_fleet(reports_dir, declared, args.slow_fraction)
-    _write(reports_dir / "fleet.json", (json.dumps(fleet, indent=2) + "\n").encode())
-    _write(reports_dir / "fleet.html", fleet_html(fleet).encode())
-    _write(reports_dir / "fleet.junit.xml", junit_xml(fleet))
-    for line in table_lines(fleet):
+    try:
+        fleet = build_fleet(reports_dir, declared, args.slow_fraction)
+    except ReportsDirError as exc:
+        raise UsageError(f"{exc}; no output was written", USAGE_EXIT) from None
+    rendered = {
+        "fleet.json": (json.dumps(fleet, indent=2) + "\n").encode("utf-8"),
+        "fleet.html": fleet_html(fleet).encode("utf-8"),
+        "fleet.junit.xml": junit_xml(fleet),
+    }
+    lines = table_lines(fleet)
+    try:
+        write_all(reports_dir, rendered)
+    except OutputError as exc:
+        for line in lines:
+            print(line)
+        raise UsageError(
+            f"cannot write the fleet report into {decodable(str(reports_dir))}: {exc}", USAGE_EXIT
+        ) from None
+    for line in lines:
         print(line)
-    print(f"wrote {', '.join(str(reports_dir / name) for name in OUTPUTS)}")
+    wrote = ", ".join(str(reports_dir / name) for name in OUTPUTS)
+    print(f"wrote {visible(decodable(wrote))}")
     return 0 if fleet["ready"] else 1

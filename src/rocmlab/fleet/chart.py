@@ -10,7 +10,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from rocmlab.fleet.text import number
+from rocmlab.fleet.text import number, visible
 
 WIDTH = 960
 LABEL_W = 250
@@ -23,9 +23,13 @@ SLOW_COLOUR = "#d9822b"
 MUTED = "#5a5a5a"
 
 
+def _e(text: str) -> str:
+    return escape(visible(text, markup=True))
+
+
 def _text(x: float, y: float, text: str, **attrs: str) -> str:
     extra = "".join(f' {k.replace("_", "-")}="{v}"' for k, v in attrs.items())
-    return f'<text x="{x:.1f}" y="{y:.1f}"{extra}>{escape(text)}</text>'
+    return f'<text x="{x:.1f}" y="{y:.1f}"{extra}>{_e(text)}</text>'
 
 
 def speed_chart(fleet: dict[str, Any]) -> str:
@@ -59,7 +63,7 @@ def speed_chart(fleet: dict[str, Any]) -> str:
             slow = host["slow"] is not None
             label = name if host["ready"] else f"{name} (not ready)"
             parts.append(
-                f'<g class="bar" data-host="{escape(name)}">'
+                f'<g class="bar" data-host="{_e(name)}">'
                 + _text(LABEL_W - 8, y + 14, label, text_anchor="end", font_size="13",
                         fill="#b3261e" if not host["ready"] else "#1a1a1a")
                 + f'<rect x="{LABEL_W}" y="{y + 2:.1f}" width="{max(speed * scale, 1):.1f}" '

@@ -2,28 +2,47 @@
 
 A record that cannot be used (unreadable, two files for one host, a file named for the host in
 another case, a record naming another host, a passing report copied from another host) is left
-out and becomes one of the host's ``problems``, which make it FAIL. Files that name no declared
-host are listed as undeclared.
+out and becomes one of the host's ``problems``, which make it UNREADABLE. Files that name no
+declared host are listed as undeclared.
+
+REPORTS_DIR is the admin's (given on the command line); what is inside it came from lab machines.
+Its subdirectories ``fleet/``, ``fleet/preflight/`` and ``fleet/rollout/`` are opened without
+following a link (one that is a link or not a directory stops the report: ReportsDirError) and
+every record is read through rocmlab.fleet.bounded: no link is followed, no special file opened.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocmlab.fleet.bounded import open_directory, parse_json, read_record
 from rocmlab.fleet.fields import RecordError
 from rocmlab.fleet.records import (
+    CACHE_FILE,
+    CLUSTER_FILE,
     PREFLIGHT_DIR,
     ROLLOUT_DIR,
     Located,
     locate,
+    read_cache,
+    read_cluster,
     read_preflight,
     read_rollout,
     read_smoke_report,
 )
+from rocmlab.fleet.text import decodable
+
+
+class ReportsDirError(Exception):
+    """REPORTS_DIR or one of its directories cannot be read as one: the report cannot be made."""
+
 
 # The report's own outputs in REPORTS_DIR: never read as a host's report.
 OUTPUT_NAMES = ("fleet.json",)
@@ -41,6 +60,7 @@ class HostRecords:
         default_factory=lambda: {"report": None, "preflight": None, "rollout": None}
     )
     problems: list[str] = field(default_factory=list)
+    report_digest: str | None = None  # of the whole report, to tell copies apart
 
 
 @dataclass
@@ -49,6 +69,8 @@ class Gathered:
 
     hosts: dict[str, HostRecords]
     undeclared: list[dict[str, str]]
+    cache: dict[str, Any] | None = None  # fleet/cache.json: see _fleet_record
+    cluster: dict[str, Any] | None = None  # fleet/cluster.json
 
 
 @dataclass(frozen=True)
@@ -56,7 +78,7 @@ class _Kind:
     key: str  # in HostRecords.files
     label: str  # in messages
     directory: Path  # relative to REPORTS_DIR
-    reader: Callable[[Path], dict[str, Any]]
+    reader: Callable[[Any], dict[str, Any]]
     names_host: bool  # whether the record's "host" is the inventory name
 
 
@@ -67,65 +89,127 @@ KINDS = (
 )
 
 
+@contextmanager
+def _directories(reports_dir: Path) -> Iterator[dict[Path, int | None]]:
+    """Open REPORTS_DIR (the admin's path: a link to it is fine) and, without following links,
+    fleet/, fleet/preflight/ and fleet/rollout/ (None where absent); close them afterwards."""
+    with ExitStack() as stack:
+        try:
+            root = os.open(reports_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise ReportsDirError(
+                f"REPORTS_DIR {str(reports_dir)!r} cannot be read: {exc.strerror or exc}"
+            ) from None
+        stack.callback(os.close, root)
+        opened: dict[Path, int | None] = {Path(): root}
+        for directory in (PREFLIGHT_DIR.parent, PREFLIGHT_DIR, ROLLOUT_DIR):
+            parent = opened[directory.parent]
+            fd = None
+            if parent is not None:
+                try:
+                    fd = open_directory(directory.name, parent, str(reports_dir / directory))
+                except RecordError as exc:
+                    raise ReportsDirError(str(exc)) from None
+            if fd is not None:
+                stack.callback(os.close, fd)
+            opened[directory] = fd
+        yield opened
+
+
+def _names(fd: int | None, label: str) -> list[str]:
+    if fd is None:
+        return []
+    try:
+        return os.listdir(fd)
+    except OSError as exc:
+        raise ReportsDirError(f"{label} cannot be listed: {exc.strerror or exc}") from None
+
+
 def gather(reports_dir: Path, hosts: Sequence[str]) -> Gathered:
-    """Read the smoke reports, preflight and rollout records of ``hosts`` from ``reports_dir``."""
+    """Read the smoke reports, preflight and rollout records of ``hosts`` from ``reports_dir``,
+    and the fleet-wide records (the lab cache's, the cluster check's)."""
     records = {host: HostRecords(host) for host in hosts}
     undeclared: list[dict[str, str]] = []
     traces: set[str] = set()
-    for kind in KINDS:
-        skip = OUTPUT_NAMES if kind.key == "report" else ()
-        located = locate(reports_dir / kind.directory, hosts, skip=skip)
-        for host, rec in records.items():
-            doc = _read_for_host(kind, located, host, reports_dir, rec)
-            setattr(rec, kind.key, doc)
-            if kind.key == "report" and doc is not None:
-                traces |= _trace_names(doc)
-        for path in located.others:
-            if kind.key == "report" and path.name in traces:
-                continue  # the Chrome trace beside a report (smoke --techniques profile)
-            undeclared.append(
-                {
-                    "file": _relative(path, reports_dir),
-                    "reason": f"a {kind.label} for a host not in the inventory: not counted",
-                }
-            )
+    with _directories(reports_dir) as opened:
+        for kind in KINDS:
+            skip = OUTPUT_NAMES if kind.key == "report" else ()
+            dir_fd = opened[kind.directory]
+            names = _names(dir_fd, str(reports_dir / kind.directory))
+            located = locate(names, hosts, skip=skip)
+            for host, rec in records.items():
+                doc = _read_for_host(kind, located, host, dir_fd, rec)
+                setattr(rec, kind.key, doc)
+                if kind.key == "report" and doc is not None:
+                    traces |= _trace_names(doc)
+            for name in located.others:
+                if kind.key == "report" and name in traces:
+                    continue  # the Chrome trace beside a report (smoke --techniques profile)
+                undeclared.append(
+                    {
+                        "file": (kind.directory / decodable(name)).as_posix(),
+                        "reason": f"a {kind.label} for a host not in the inventory: not counted",
+                    }
+                )
+        fleet_fd = opened[CACHE_FILE.parent]
+        cache = _fleet_record(fleet_fd, CACHE_FILE, read_cache)
+        cluster = _fleet_record(fleet_fd, CLUSTER_FILE, read_cluster)
     _flag_copied_reports(records)
-    return Gathered(records, undeclared)
+    return Gathered(records, undeclared, cache, cluster)
 
 
-def _relative(path: Path, root: Path) -> str:
-    return path.relative_to(root).as_posix()
+def _fleet_record(
+    dir_fd: int | None, name: Path, reader: Callable[[Any], dict[str, Any]]
+) -> dict[str, Any] | None:
+    """A fleet-wide record: None without the file, else its file and either what ``reader``
+    makes of it or why it cannot be used (``problem``)."""
+    if dir_fd is None:
+        return None
+    try:
+        data = read_record(dir_fd, name.name)
+        if data is None:
+            return None
+        return {"file": name.as_posix(), "problem": None, **reader(parse_json(data))}
+    except RecordError as exc:
+        return {"file": name.as_posix(), "problem": str(exc)}
 
 
 def _read_for_host(
-    kind: _Kind, located: Located, host: str, root: Path, rec: HostRecords
+    kind: _Kind, located: Located, host: str, dir_fd: int | None, rec: HostRecords
 ) -> dict[str, Any] | None:
     candidates = located.candidates(host)
-    if not candidates:
+    if not candidates or dir_fd is None:
         return None
-    names = [_relative(path, root) for path in candidates]
+    names = [(kind.directory / name).as_posix() for name in candidates]
     rec.files[kind.key] = names[0]
     if len(candidates) > 1:
         rec.problems.append(
             f"two {kind.label}s for one host: {', '.join(names)} (remove the stale one)"
         )
         return None
-    path = candidates[0]
-    expected = _relative(path.with_name(f"{host}.json"), root)
-    if path.name != f"{host}.json":
+    name = candidates[0]
+    if name != f"{host}.json":
+        expected = (kind.directory / f"{host}.json").as_posix()
         rec.problems.append(
             f"{kind.label} named {names[0]}, expected {expected} "
             "(inventory host names are case-sensitive)"
         )
         return None
     try:
-        doc = kind.reader(path)
+        data = read_record(dir_fd, name)
+        if data is None:
+            raise RecordError("removed while the report was being made")
+        parsed = parse_json(data)
+        doc = kind.reader(parsed)
     except RecordError as exc:
         rec.problems.append(f"unreadable {kind.label}: {names[0]}: {exc}")
         return None
     if kind.names_host and doc["host"] != host:
         rec.problems.append(f"{kind.label} {names[0]} is for host {doc['host']!r}, not {host!r}")
         return None
+    if kind.key == "report":
+        canonical = json.dumps(parsed, sort_keys=True).encode("utf-8")
+        rec.report_digest = hashlib.sha256(canonical).hexdigest()
     return doc
 
 
@@ -138,8 +222,8 @@ def _flag_copied_reports(records: dict[str, HostRecords]) -> None:
     """Two hosts with the same passing report: it is a copy, not a run on each of them."""
     by_content: dict[str, list[HostRecords]] = {}
     for rec in records.values():
-        if rec.report is not None and rec.report["passed"]:
-            by_content.setdefault(json.dumps(rec.report, sort_keys=True), []).append(rec)
+        if rec.report is not None and rec.report["passed"] and rec.report_digest is not None:
+            by_content.setdefault(rec.report_digest, []).append(rec)
     for same in by_content.values():
         if len(same) < 2:
             continue

@@ -2,7 +2,8 @@
 no external reference), for a person to open in a browser.
 
 Every host row carries ``data-host``, ``data-state``, ``data-ready`` and ``data-flags`` so that
-tests (and scripts) can read the rendered page.
+tests (and scripts) can read the rendered page. Every value goes through ``_e``: HTML-escaped, and
+control and bidirectional characters shown as escapes (rocmlab.fleet.text.visible).
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ from typing import Any
 
 from rocmlab.fleet.chart import speed_chart
 from rocmlab.fleet.records import CLUSTER_PASSING
-from rocmlab.fleet.text import DRIFT_NAMES, drift_text, headline, number, slow_text, tflops
+from rocmlab.fleet.text import (
+    DRIFT_NAMES,
+    drift_text,
+    headline,
+    number,
+    slow_text,
+    tflops,
+    visible,
+)
 
 STYLE = """
 :root { color-scheme: light; }
@@ -62,7 +71,8 @@ ul.checks li { margin-bottom: .25rem; }
 
 
 def _e(value: Any) -> str:
-    return escape(str(value))
+    """``value`` as HTML text or attribute value: escaped, its controls made visible."""
+    return escape(visible(str(value), markup=True))
 
 
 def _state_words(host: dict[str, Any]) -> str:

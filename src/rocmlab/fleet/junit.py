@@ -14,15 +14,18 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from rocmlab.fleet.records import CLUSTER_PASSING
-from rocmlab.fleet.text import flags
+from rocmlab.fleet.text import flags, visible
 
-# Characters XML 1.0 cannot carry (kernel log lines may hold them).
+# Characters XML 1.0 cannot carry. visible() has written the controls among them (kernel log
+# lines may hold escape sequences) as escapes; U+FFFE and U+FFFF are left, and replaced.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 MESSAGE_WIDTH = 200
 
 
 def _clean(text: str) -> str:
-    return _NOT_XML.sub("\ufffd", text)
+    """``text`` for XML 1.0: controls and bidirectional characters as visible escapes (``\\x1b``),
+    what XML cannot carry otherwise replaced by U+FFFD."""
+    return _NOT_XML.sub("\ufffd", visible(text, markup=True))
 
 
 def _case(suite: ET.Element, classname: str, name: str) -> ET.Element:
@@ -32,7 +35,7 @@ def _case(suite: ET.Element, classname: str, name: str) -> ET.Element:
 
 
 def _outcome(case: ET.Element, tag: str, message: str, body: str | None = None) -> None:
-    short = " ".join(message.split())
+    short = " ".join(visible(message, markup=True).split())  # one line, what it held shown
     if len(short) > MESSAGE_WIDTH:
         short = short[: MESSAGE_WIDTH - 3] + "..."
     element = ET.SubElement(case, tag, {"message": _clean(short), "type": tag})

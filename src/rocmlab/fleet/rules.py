@@ -4,17 +4,15 @@ drift and slow flags across hosts. The result is the ``fleet.json`` document (ro
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from rocmlab import __version__
-from rocmlab.fleet.fields import RecordError
 from rocmlab.fleet.gather import Gathered, HostRecords, gather
 from rocmlab.fleet.inventory import Declared
-from rocmlab.fleet.records import CACHE_FILE, CLUSTER_FILE, read_cache, read_cluster
+from rocmlab.fleet.text import decodable
 
 FLEET_SCHEMA_VERSION = 1
 DEFAULT_SLOW_FRACTION = 0.7
@@ -48,8 +46,8 @@ def build_fleet(
         "tool": "rocmlab fleet-report",
         "rocmlab_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "reports_dir": str(reports_dir),
-        "declared": {"source": declared.source, "reader": declared.reader},
+        "reports_dir": decodable(str(reports_dir)),
+        "declared": {"source": decodable(declared.source), "reader": declared.reader},
         "slow_fraction": slow_fraction,
         "ready": ready == len(hosts),
         "summary": {
@@ -64,19 +62,9 @@ def build_fleet(
         "undeclared": found.undeclared,
         "drift": drift,
         "speed_groups": groups,
-        "cache": _fleet_record(reports_dir, CACHE_FILE, read_cache),
-        "cluster": _fleet_record(reports_dir, CLUSTER_FILE, read_cluster),
+        "cache": found.cache,
+        "cluster": found.cluster,
     }
-
-
-def _fleet_record(reports_dir: Path, name: Path, reader: Any) -> dict[str, Any] | None:
-    path = reports_dir / name
-    if not path.exists():
-        return None
-    try:
-        return {"file": name.as_posix(), "problem": None, **reader(path)}
-    except RecordError as exc:
-        return {"file": name.as_posix(), "problem": str(exc)}
 
 
 def host_entry(rec: HostRecords) -> dict[str, Any]:
@@ -223,6 +211,17 @@ def flag_drift(hosts: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
+def _median(values: list[float]) -> float:
+    """The median of positive finite ``values``, as statistics.median but never overflowing
+    (the mean of the middle two is taken as halves: two values near the float maximum
+    would sum to infinity)."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return ordered[middle - 1] / 2 + ordered[middle] / 2
+
+
 def flag_slow(hosts: list[dict[str, Any]], fraction: float) -> list[dict[str, Any]]:
     """Flag hosts below ``fraction`` x the median samples/s of their GPU model; return the groups.
 
@@ -239,7 +238,7 @@ def flag_slow(hosts: list[dict[str, Any]], fraction: float) -> list[dict[str, An
             members.setdefault(key, []).append(host)
     groups = []
     for (device_name, world_size), group in sorted(members.items()):
-        median = statistics.median(h["samples_per_second"] for h in group)
+        median = _median([h["samples_per_second"] for h in group])
         threshold = fraction * median
         for host in group:
             if len(group) > 1 and host["samples_per_second"] < threshold:

@@ -1,0 +1,265 @@
+"""Reading what lab machines wrote, under bounds (docs/security.md, "rocmlab fleet-report's
+inputs").
+
+Every record in REPORTS_DIR came from a lab machine or an account on one, so it is hostile input:
+
+- ``read_record`` opens it without following a symbolic link and without blocking; anything
+  but a regular file (a link, FIFO, device, socket or directory) is refused before it is opened,
+  and what is opened is checked again with ``fstat``. It reads at most MAX_BYTES + 1 bytes,
+  whatever the file's size claims.
+- ``parse_json`` parses strict JSON with bounds: nesting (MAX_DEPTH, checked before the parser
+  runs, so deep input never reaches a recursion limit), integers (MAX_INT_DIGITS digits, within a
+  64-bit integer), floats (finite only: ``1e400``, ``NaN`` and ``Infinity`` are refused), and
+  Unicode (strict UTF-8, no lone surrogate such as ``"\\ud800"``). Every step is linear in the
+  input.
+
+Each refusal is a RecordError whose message says what was found, for the host's reason.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import re
+import stat
+from array import array
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+from rocmlab.fleet.fields import RecordError
+
+MAX_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 19  # and within a signed 64-bit integer
+MAX_NUMBER_CHARS = 64  # a float's text; Python's repr of any float is at most 24
+_INT_RANGE = 2**63
+_CHUNK = 1024 * 1024
+
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+_RECORD_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+# A JSON string, from its opening quote to its closing one or to the end of the text (a string
+# cut short). Each character belongs to one branch, and the match never fails, so scanning is
+# linear even for hostile text.
+_STRING = re.compile(r'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_DEPTH_STEPS = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # +1, -1 as signed bytes
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class _Refused(Exception):
+    """A value the parser hooks refuse (not a ValueError: json's own errors are those)."""
+
+
+def file_kind(mode: int) -> str:
+    """``a FIFO (named pipe)``, ``a directory``... for a mode that is not a regular file's."""
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _not_regular(mode: int) -> RecordError:
+    if stat.S_ISLNK(mode):
+        return RecordError(
+            "a symbolic link, not followed: a record must be a regular file in REPORTS_DIR"
+        )
+    return RecordError(f"{file_kind(mode)}, not a regular file: not read")
+
+
+def read_at_most(fd: int, limit: int) -> bytes:
+    """Up to ``limit + 1`` bytes of ``fd`` (one more than allowed tells a file that is too big),
+    read until the end of the file or the bound, never trusting a size the file claims."""
+    chunks: list[bytes] = []
+    left = limit + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, _CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _too_big(limit: int, size: int | None = None, what: str = "any record") -> RecordError:
+    told = f"{size} bytes" if size is not None else f"more than {limit} bytes"
+    return RecordError(f"{told}: larger than {what} ({limit} bytes at most)")
+
+
+def open_directory(name: str, dir_fd: int, label: str) -> int | None:
+    """A file descriptor of the directory ``name`` in ``dir_fd``, not through a link; None when
+    there is none. RecordError when ``name`` is a link or not a directory (``label`` names it)."""
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RecordError(f"{label}: cannot be read: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(mode):
+        raise RecordError(
+            f"{label} is a symbolic link: fleet-report follows no link in REPORTS_DIR "
+            "(make it a directory)"
+        )
+    if not stat.S_ISDIR(mode):
+        raise RecordError(f"{label} is {file_kind(mode)}, expected a directory")
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        raise RecordError(f"{label}: cannot be opened: {exc.strerror or exc}") from None
+
+
+def read_record(dir_fd: int, name: str, limit: int = MAX_BYTES) -> bytes | None:
+    """The bytes of the regular file ``name`` in the directory ``dir_fd``; None when there is
+    no such name. RecordError for a link, a special file, a file over ``limit`` bytes or one
+    that cannot be read."""
+    try:
+        before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RecordError(f"cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(before.st_mode):
+        raise _not_regular(before.st_mode)
+    if before.st_size > limit:
+        raise _too_big(limit, before.st_size)
+    try:
+        fd = os.open(name, _RECORD_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # made a link after it was looked at
+            raise _not_regular(stat.S_IFLNK) from None
+        raise RecordError(f"cannot be read: {exc.strerror or exc}") from None
+    try:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode):
+            raise _not_regular(now.st_mode)
+        if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
+            raise RecordError("replaced by another file while it was read: not read")
+        data = read_at_most(fd, limit)
+    except OSError as exc:
+        raise RecordError(f"cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise _too_big(limit)
+    return data
+
+
+def read_file(path: Path, limit: int = MAX_BYTES, what: str = "any record") -> bytes:
+    """The bytes of the regular file at ``path`` (links followed: for files the admin names,
+    such as the inventory), without blocking, at most ``limit``; RecordError otherwise (``what``
+    the file is, for the message)."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise RecordError(f"{file_kind(info.st_mode)}, not a regular file: not read")
+        if info.st_size > limit:
+            raise _too_big(limit, info.st_size, what)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise RecordError(f"{file_kind(mode)}, not a regular file: not read")
+            data = read_at_most(fd, limit)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise RecordError(f"cannot be read: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise _too_big(limit, what=what)
+    return data
+
+
+def _cut(text: str, width: int = 24) -> str:
+    return text if len(text) <= width else f"{text[: width - 3]}..."
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_INT_DIGITS:
+        raise _Refused(
+            f"integer {_cut(text)} has {digits} digits: out of range "
+            f"(a 64-bit integer, {MAX_INT_DIGITS} digits at most)"
+        )
+    value = int(text)
+    if not -_INT_RANGE <= value < _INT_RANGE:
+        raise _Refused(f"integer {text} is out of range (a 64-bit integer at most)")
+    return value
+
+
+def _parse_float(text: str) -> float:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise _Refused(
+            f"number {_cut(text)} has {len(text)} characters: longer than any number a record "
+            f"holds ({MAX_NUMBER_CHARS} at most)"
+        )
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused(f"number {text} is not finite: beyond a 64-bit float's range")
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON number")
+
+
+def _structure(text: str) -> tuple[int, int]:
+    """(deepest nesting of arrays and objects, nesting still open at the end) of JSON text,
+    brackets inside strings not counted."""
+    skeleton = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    steps = array("b", skeleton.encode("ascii").translate(_DEPTH_STEPS))
+    return max(accumulate(steps), default=0), sum(steps)
+
+
+def _lone_surrogate(doc: Any) -> str | None:
+    """The first lone UTF-16 surrogate in any string or key of ``doc``, escaped; else None."""
+    try:
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"\\u{ord(exc.object[exc.start]):04x}"
+    return None
+
+
+def parse_json(data: bytes) -> Any:
+    """``data`` parsed as strict JSON within the bounds above; RecordError saying what is wrong."""
+    if not data.strip():
+        raise RecordError("empty file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"not UTF-8 text (byte {exc.start})") from None
+    depth, still_open = _structure(text)
+    if depth > MAX_DEPTH:
+        raise RecordError(
+            f"arrays and objects nested {depth} deep: deeper than any record ({MAX_DEPTH} at most)"
+        )
+    try:
+        doc = json.loads(
+            text,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_reject_constant,
+        )
+    except _Refused as exc:
+        raise RecordError(f"not valid JSON: {exc}") from None
+    except json.JSONDecodeError as exc:
+        cut = still_open > 0 or exc.msg.startswith("Unterminated string")
+        raise RecordError(
+            f"not valid JSON: {exc.msg}: line {exc.lineno} column {exc.colno}"
+            + ("; the file is truncated" if cut else "")
+        ) from None
+    if _SURROGATE_ESCAPE.search(text):
+        surrogate = _lone_surrogate(doc)
+        if surrogate is not None:
+            raise RecordError(f"a string holds a lone surrogate {surrogate}: not valid Unicode")
+    return doc
