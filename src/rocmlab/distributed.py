@@ -77,8 +77,8 @@ def init_process_group(
     if not ctx.enabled:
         kwargs.update(store=dist.HashStore(), rank=0, world_size=1)
     elif store is not None:
-        kwargs.update(store=dist.PrefixStore("rocmlab/pg", store), rank=ctx.rank,
-                      world_size=ctx.world_size)  # fmt: skip
+        pg_store = dist.PrefixStore("rocmlab/pg", store)
+        kwargs.update(store=pg_store, rank=ctx.rank, world_size=ctx.world_size)
     dist.init_process_group(**kwargs)
     return DistContext(ctx.rank, ctx.local_rank, ctx.world_size, backend)
 
@@ -184,8 +184,8 @@ def _check_lengths(lengths: list[int]) -> None:
     for rank, length in enumerate(lengths):
         if not 0 <= length <= MAX_JSON_BYTES:
             raise ValueError(
-                f"rank {rank} announced {length} bytes of JSON, more than the "
-                f"{MAX_JSON_BYTES} a rank may send"
+                f"rank {rank} announced {length} bytes of JSON; a rank may send 0 to "
+                f"{MAX_JSON_BYTES}"
             )
 
 

@@ -320,6 +320,9 @@ def test_command_output_is_bounded_and_a_hung_command_times_out(
     hung = run_command(["sleep", "60"])
     assert hung is not None and hung.returncode == 124
     assert hung.stderr == "sleep did not finish within 1 s"
+    # A command that closes its output and keeps running is not waited for without end either.
+    silent = run_command(["sh", "-c", "exec >&- 2>&-; sleep 60"])
+    assert silent is not None and silent.returncode == 124
     assert time.monotonic() - start < 30
     done = run_command([sys.executable, "-c", "import sys; print('out'); sys.exit(3)"])
     assert done is not None and (done.returncode, done.stdout, done.truncated) == (

@@ -7,6 +7,7 @@ mokutil, dkms) and PyTorch are injectable too, so the checks run unchanged on fi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import selectors
@@ -20,8 +21,10 @@ from pathlib import Path
 
 from rocmlab.hostread import KIB, MIB, HostRead, describe_limit, read_bounded
 
-# Seconds a probed command may take (clinfo on a hung GPU can block).
+# Seconds a probed command may take (clinfo on a hung GPU can block), and how long to wait for
+# it to end once killed.
 COMMAND_TIMEOUT = 20.0
+KILL_WAIT = 5.0
 
 # How much of a host file or a command's output is read, at most. sysfs attributes hold at most
 # a page; the rest are generous for what a healthy machine has. What is cut is reported by the
@@ -68,20 +71,33 @@ def run_command(argv: Sequence[str]) -> CommandResult | None:
         )
     except OSError as exc:
         return CommandResult(126, "", str(exc))
-    with process:
+    started = time.monotonic()
+    try:
         out, err, finished, cut = _bounded_output(process, COMMAND_TIMEOUT)
-        if not finished or cut:
-            process.kill()
-        code = process.wait()
+    finally:
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
     stdout = out.decode("utf-8", errors="replace")
     stderr = err.decode("utf-8", errors="replace")
+    if finished and not cut:
+        # Both pipes ended; the command may still be running (a child kept them open).
+        try:
+            code = process.wait(max(0.1, COMMAND_TIMEOUT - (time.monotonic() - started)))
+        except subprocess.TimeoutExpired:
+            finished = False
+        else:
+            return CommandResult(code, stdout, stderr)
+    process.kill()
+    # Never wait without a bound: a command stuck in the kernel (a hung GPU) ignores SIGKILL
+    # until it leaves there; it is left to end on its own.
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(KILL_WAIT)
     if not finished:
         why = f"{argv[0]} did not finish within {COMMAND_TIMEOUT:g} s"
         return CommandResult(124, "", why)
-    if cut:
-        # What it printed up to the bound is kept; the rest was not read.
-        return CommandResult(0, stdout, stderr, truncated=True)
-    return CommandResult(code, stdout, stderr)
+    # It printed more than OUTPUT_LIMIT: what came up to the bound is kept, the rest not read.
+    return CommandResult(0, stdout, stderr, truncated=True)
 
 
 def _bounded_output(
