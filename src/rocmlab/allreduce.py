@@ -10,6 +10,11 @@ ends in the watchdog; a backend error (gloo's "connection closed" when a peer di
 once. Either way the rank records why it leaves, reads the heartbeats to name the lost ranks and
 their hosts (rocmlab.liveness), writes its report when it leads its node, prints one line naming
 them and exits 1; the process-group timeout, set later than the watchdog, is only a backstop.
+The job's store: under torchrun its agent serves it; without torchrun rank 0 serves it
+(distributed.serve_or_join_store), and a port held by another process ends rank 0 at once with a
+message naming the port and its holder, and the other ranks within ``--timeout`` with a message
+naming the address and what to do. What other ranks and hosts say (host names, device names,
+another rank's abort line) is printed through textsafe.for_terminal.
 Imported only when the command runs, after ``rocmlab.torch_import.import_torch()``.
 """
 
@@ -40,12 +45,17 @@ from rocmlab.liveness import Diagnosis, Liveness, Watchdog, heartbeat_interval
 from rocmlab.msgsize import ELEMENT_BYTES, format_bytes
 from rocmlab.pairs import flag_slow, nodes_from_hosts, plan_pairs
 from rocmlab.progress import Progress
+from rocmlab.rendezvous import store_unreachable_hint
+from rocmlab.textsafe import for_terminal
 
 BACKENDS = ("auto", "nccl", "gloo")
 TIME_BUDGET_FRACTION = 0.125  # warm-up, then the timed iterations, each planned to fit in this
 PROBES = 3  # operations timed one by one to plan how many fit
 BACKSTOP_S = 30.0  # the process group's own timeout comes this much after the watchdog's
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# A run that passed but whose --json report could not be written (not 0: the caller would look
+# for a report that is not there; not 1, which says the job failed).
+REPORT_NOT_WRITTEN = 3
 _SOURCE_PREFIX = re.compile(r"^\[[^\]]*\.(?:cc|cpp|h|hpp):\d+\]\s*")
 
 
@@ -194,6 +204,8 @@ class AllreduceJob:
         self.rank_hosts: list[str] = []
         self.budget = options.timeout * TIME_BUDGET_FRACTION
         self._failing = threading.Lock()
+        self.store_step = ""  # the step that connects to the job's store
+        self.pg_store: dist.Store | None = None  # the store rocmlab serves or joins itself
 
     # -- entry ----------------------------------------------------------------------------------
     def run(self) -> int:
@@ -207,11 +219,17 @@ class AllreduceJob:
             if self.liveness is not None:
                 reason = f"{type(exc).__name__}: {exc}"
                 self.liveness.record_exit(reason, f"{self._name()} stopped: {reason}")
-            self.report.update(passed=False, error=str(exc), exit_code=int(exc.exit_code))
+            self.report.update(
+                passed=False,
+                error=str(exc),
+                exit_code=int(exc.exit_code),
+                failed_step=self.watchdog.current or None,
+            )
             self._write_report()
             raise
         except Exception as exc:  # a collective failed: a peer died, a link broke, the GPU failed
-            self.fail(f"{self.watchdog.current} failed ({short_error(exc)})")
+            step = self.watchdog.current
+            self.fail(f"{step} failed ({short_error(exc)}){self._hint(step)}")
         self._claim_exit()
         if self.liveness is not None:
             self.liveness.record_exit("done")
@@ -235,7 +253,10 @@ class AllreduceJob:
     def _run(self) -> int:
         options, ctx = self.options, self.ctx
         if ctx.enabled:
-            self._step("connecting to the job's store")
+            self.store_step = f"connecting to the job's store at {distributed.store_address()}"
+            self._step(self.store_step)
+            store_timeout = timedelta(seconds=options.timeout)
+            self.pg_store = distributed.serve_or_join_store(ctx, store_timeout)
             self.liveness = self._start_liveness()
         self._step("choosing the device")
         device, info = probe_device(device_request(options.backend, options.device), ctx.local_rank)
@@ -251,7 +272,9 @@ class AllreduceJob:
             torch.set_num_threads(1)  # gloo reduces on one thread; the rest only contend
         self._step("joining the process group")
         pg_timeout = timedelta(seconds=options.timeout + BACKSTOP_S)
-        ctx = distributed.init_process_group(ctx, device, pg_timeout, backend, single_process=True)
+        ctx = distributed.init_process_group(
+            ctx, device, pg_timeout, backend, single_process=True, store=self.pg_store
+        )
         self.ctx = ctx
         self._step("exchanging rank descriptions")
         ranks = distributed.gather(ctx, self._describe(info), device)
@@ -259,8 +282,11 @@ class AllreduceJob:
         nodes = nodes_from_hosts(self.rank_hosts)
         self.report.update(ranks=ranks, hosts=[n.host for n in nodes], nodes=len(nodes))
         self.progress.line(
-            f"allreduce: {backend} on {device.type}, {ctx.world_size} rank(s) on {len(nodes)} "
-            f"node(s): {', '.join(n.host for n in nodes)}; timeout {options.timeout:g} s per step"
+            for_terminal(
+                f"allreduce: {backend} on {device.type}, {ctx.world_size} rank(s) on "
+                f"{len(nodes)} node(s): {', '.join(n.host for n in nodes)}; timeout "
+                f"{options.timeout:g} s per step"
+            )
         )
         checks = [self._hosts_check(ranks)]
         checks.append(self._sizes(device))
@@ -271,8 +297,9 @@ class AllreduceJob:
         code = int(ExitCode.PASSED if passed else ExitCode.CHECK_FAILED)
         self.report.update(checks=checks, passed=passed, exit_code=code)
         for line in summary_lines(self.report):
-            self.progress.line(line)
-        self._write_report()
+            self.progress.line(for_terminal(line))
+        if not self._write_report() and code == ExitCode.PASSED:
+            code = REPORT_NOT_WRITTEN
         world_sync(device)
         distributed.shutdown(ctx)
         return code
@@ -314,7 +341,7 @@ class AllreduceJob:
             detail = "; ".join(f"node ranks {n} all call themselves {h}" for h, n in shared.items())
             detail += ": give each machine its own host name (or set ROCMLAB_HOST_NAME)"
             return {"name": "hosts", "passed": False, "detail": detail}
-        detail = f"{len(node_ranks) or 1} distinct host name(s), one per node"
+        detail = f"{len({r['host'] for r in ranks})} distinct host name(s), one per node"
         return {"name": "hosts", "passed": True, "detail": detail}
 
     def _sizes(self, device: torch.device) -> dict[str, Any]:
@@ -462,17 +489,33 @@ class AllreduceJob:
             {"name": "slow_pairs", "passed": not slow_pairs, "detail": slow_detail},
         ]
 
-    def _write_report(self) -> None:
+    def _write_report(self) -> bool:
+        """Write the report when this rank leads its node; False when that failed (said on
+        stderr, naming the file and why)."""
         if self.options.json_path is None or not self.leader:
-            return
+            return True
         try:
             write_json(self.report, self.options.json_path)
         except OSError as exc:
-            print(f"rocmlab: cannot write {self.options.json_path}: {exc}", file=sys.stderr)
+            why = exc.strerror or str(exc)
+            print(
+                f"rocmlab allreduce: {for_terminal(self._name())}: cannot write --json "
+                f"{self.options.json_path} ({why})",
+                file=sys.stderr,
+            )
+            return False
+        return True
+
+    def _hint(self, step: str) -> str:
+        """What to do when the step that failed is the connection to the job's store."""
+        if not step or step != self.store_step:
+            return ""
+        return f": {store_unreachable_hint(distributed.store_address())}"
 
     # -- the failure path -----------------------------------------------------------------------
     def _timed_out(self, step: str) -> None:
-        self.fail(f"{step} did not finish within --timeout {self.options.timeout:g} s")
+        timeout = self.options.timeout
+        self.fail(f"{step} did not finish within --timeout {timeout:g} s{self._hint(step)}")
 
     def _watch_signals(self) -> None:
         """SIGTERM/SIGINT end the run through ``fail`` (torchrun sends SIGTERM to the other
@@ -525,7 +568,7 @@ class AllreduceJob:
             lost_ranks=[p.as_dict() for p in diagnosis.lost],
         )
         self._write_report()
-        print(f"rocmlab allreduce: {self._name()}: {message}", file=sys.stderr)
+        print(f"rocmlab allreduce: {for_terminal(f'{self._name()}: {message}')}", file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
         if liveness is not None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from rocmlab import __version__
 from rocmlab.msgsize import format_bytes
+from rocmlab.textsafe import valid_unicode
 
 SCHEMA_VERSION = 1
 TOOL = "rocmlab allreduce"
@@ -201,15 +203,23 @@ def finite(value: Any) -> Any:
 
 
 def write_json(document: dict[str, Any], path: Path) -> None:
-    """Write atomically, through a temporary name unique to this host and process.
+    """Write atomically, through a temporary file created exclusively beside ``path``.
 
-    Several nodes may write the same path on a shared file system; each rename is atomic and a
-    reader never sees half a file.
+    Several nodes may write the same path on a shared file system; each temporary name is
+    unique (mkstemp), each rename is atomic and a reader never sees half a file. The directory
+    must exist: it is not created (commands.allreduce refuses a missing one before the run).
+    Strings that came from other hosts are written as valid UTF-8 (textsafe.valid_unicode).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{document.get('host', 'host')}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(finite(document), indent=2) + "\n")
-    os.replace(tmp, path)
+    text = json.dumps(valid_unicode(finite(document)), indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _number(value: float | None, digits: int = 2) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 from pathlib import Path
 
 from rocmlab.commands.argtypes import POSITIVE_INT, SEED, number
@@ -13,9 +15,11 @@ NAME = "allreduce"
 DEFAULT_SIZES = "1K:4M"
 EXIT_CODES = """exit codes:
   0  every check passed
-  1  a check failed (a wrong sum, a slow pair), or a rank was lost or a step timed out
+  1  a check failed (a wrong sum, a slow pair), a rank was lost or a step timed out, or the
+     job's store could not be served or reached (its port held by another process)
   2  --device cuda but torch sees no GPU
-  4  bad arguments
+  3  every check passed but the --json report could not be written (the message says why)
+  4  bad arguments (also a --json FILE that cannot be written: checked before the run)
   130, 143  stopped by SIGINT / SIGTERM (torchrun sends SIGTERM to a node's other workers
             when one of them fails)"""
 
@@ -142,9 +146,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="FILE",
         dest="json_path",
-        help="write the report as JSON to FILE (by local rank 0 on every node)",
+        help="write the report as JSON to FILE (by local rank 0 on every node); its directory "
+        "must exist and be writable (checked before the run)",
     )
     parser.set_defaults(func=run)
+
+
+def check_json_path(path: Path) -> None:
+    """Refuse (exit 4) a --json FILE that cannot be written, before anything runs: a
+    directory, a missing directory (not created: a typo must not leave directories behind on
+    every node), a directory this account cannot create files in (a probe is made and removed).
+    """
+    if path.is_dir():
+        raise UsageError(
+            f"--json {path}: is a directory; give a file name, e.g. {path / 'allreduce.json'}"
+        )
+    parent = path.parent
+    if not parent.is_dir():
+        what = "does not exist" if not parent.exists() else "is not a directory"
+        raise UsageError(
+            f"--json {path}: the directory {parent} {what} (it is not created); create it "
+            "first or give a path in an existing directory"
+        )
+    try:
+        handle, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
+    except OSError as exc:
+        raise UsageError(
+            f"--json {path}: cannot write in the directory {parent} ({exc.strerror})"
+        ) from exc
+    os.close(handle)
+    os.unlink(probe)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -155,6 +186,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.backend == "nccl" and args.device == "cpu":
         raise UsageError("--backend nccl needs GPUs: use --backend gloo with --device cpu")
+    if args.json_path is not None:
+        check_json_path(args.json_path)
     from rocmlab.torch_import import import_torch
 
     import_torch()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,7 +19,13 @@ USAGE_EXIT = 2
 EXIT_CODES = """exit codes:
   0  no check failed (warnings allowed)
   1  a check failed
-  2  bad arguments"""
+  2  bad arguments, or the --json file cannot be written (the lines are printed first)"""
+
+
+class OutputError(RocmlabError):
+    """The --json document could not be written (exit 2, as bad usage: not "a check failed")."""
+
+    exit_code = USAGE_EXIT
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -106,9 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kernel_log is not None and not args.kernel_log.is_file():
         raise UsageError(f"--kernel-log {args.kernel_log}: not a readable file", USAGE_EXIT)
     if args.json_path not in (None, "-"):
-        parent = Path(args.json_path).parent
-        if not parent.is_dir():
-            raise UsageError(f"--json {args.json_path}: {parent} is not a directory", USAGE_EXIT)
+        _writable("--json", Path(args.json_path))
     runner = recorded_runner(args.commands_from) if args.commands_from else run_command
     ctx = Context(
         sysfs_root=args.sysfs_root,
@@ -134,5 +140,29 @@ def run(args: argparse.Namespace) -> int:
         try:
             write_json(doc, args.json_path)
         except OSError as exc:
-            raise RocmlabError(f"--json {args.json_path}: cannot write it ({exc})") from exc
+            why = exc.strerror or str(exc)
+            raise OutputError(f"--json {args.json_path}: cannot write it ({why})") from exc
     return exit_code(results)
+
+
+def _writable(option: str, path: Path) -> None:
+    """Refuse (exit 2), before any check runs, a --json FILE that cannot be written: a
+    directory, a missing or non-directory parent (not created), a directory this account
+    cannot create files in (a probe file is created and removed)."""
+    if path.is_dir():
+        raise UsageError(
+            f"{option} {path}: is a directory; give a file name, e.g. {path / 'doctor.json'}",
+            USAGE_EXIT,
+        )
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(f"{option} {path}: {parent} is not a directory", USAGE_EXIT)
+    try:
+        handle, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
+    except OSError as exc:
+        raise UsageError(
+            f"{option} {path}: cannot write in the directory {parent} ({exc.strerror})",
+            USAGE_EXIT,
+        ) from exc
+    os.close(handle)
+    os.unlink(probe)

@@ -4,6 +4,9 @@ Standard library only (PyTorch is used when importable). Each check is a small f
 :class:`~rocmlab.doctor.context.Context` returning a :class:`~rocmlab.doctor.model.Result`;
 :func:`run_checks` runs them in order, and a check that raises is reported as ``error`` while
 the others still run. docs/doctor.md lists every check with the symptom it explains and the fix.
+
+Every host file is read through hostread.read_bounded (bounded, regular files only, never
+blocking); what the checks print goes through textsafe.for_terminal (model.format_line).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("kernel_support", checks_kernel.check_kernel_support),
     ("pcie_link", checks_system.check_pcie_link),
     ("dev_shm", checks_system.check_dev_shm),
+    # Last: it reports what the checks above could not read whole.
+    ("host_files", checks_system.check_host_files),
 )
 
 

@@ -6,7 +6,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocmlab.doctor.context import Context, group_name
+from rocmlab.doctor.context import ACCOUNTS_LIMIT, Context, group_name
 from rocmlab.doctor.gpus import detect, kfd_present, pci_gpus
 from rocmlab.doctor.model import Result, failed, passed, skipped, warned
 
@@ -26,7 +26,7 @@ def _no_gpu_expected(ctx: Context) -> bool:
 def check_amdgpu_driver(ctx: Context) -> Result:
     """amdgpu loaded (``/sys/module/amdgpu``), or why not."""
     module = ctx.sys("module", "amdgpu")
-    on_bus = pci_gpus(ctx.sysfs_root)
+    on_bus = pci_gpus(ctx.sysfs_root, ctx.read_path)
     cmdline = (ctx.read("/proc/cmdline") or "").split()
     blocking = [word for word in cmdline if word in BLOCKING_CMDLINE]
     blocking += [w for w in cmdline if w.startswith("modprobe.blacklist=") and "amdgpu" in w]
@@ -195,7 +195,7 @@ def check_gpu_groups(ctx: Context) -> Result:
 
 
 def _passwd_gid(ctx: Context, name: str) -> int | None:
-    for line in (ctx.read("/etc/passwd") or "").splitlines():
+    for line in (ctx.read("/etc/passwd", ACCOUNTS_LIMIT) or "").splitlines():
         parts = line.split(":")
         if len(parts) >= 4 and parts[0] == name and parts[3].isdigit():
             return int(parts[3])
@@ -204,12 +204,12 @@ def _passwd_gid(ctx: Context, name: str) -> int | None:
 
 def check_gpu_count(ctx: Context) -> Result:
     """GPUs in the KFD topology against --expect-gpus, each with its gfx target."""
-    source, gpus = detect(ctx.sysfs_root)
+    source, gpus = detect(ctx.sysfs_root, ctx.read_path)
     found = gpus if source == "kfd" else []
     listing = "; ".join(
         f"GPU {gpu.index}: {gpu.label()}{', integrated' if gpu.igpu else ''}" for gpu in found
     )
-    on_bus = pci_gpus(ctx.sysfs_root)
+    on_bus = pci_gpus(ctx.sysfs_root, ctx.read_path)
     expect = ctx.expect_gpus
     if not found:
         if expect == 0:

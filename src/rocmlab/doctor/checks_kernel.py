@@ -9,8 +9,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from rocmlab.doctor.checks_software import DPKG_STATUS, installed_rocm
-from rocmlab.doctor.context import Context, parse_dpkg_status
+from rocmlab.doctor.checks_software import installed_rocm
+from rocmlab.doctor.context import KERNEL_LOG_LIMIT, Context, limit_text
 from rocmlab.doctor.model import FAIL, WARN, Result, failed, passed, skipped, warned
 
 # (status, what it means, pattern). Patterns match the messages amdgpu prints
@@ -64,12 +64,15 @@ def check_kernel_log(ctx: Context) -> Result:
             f"the kernel log from {log.source} is empty",
             "rerun as root, or pass --kernel-log FILE with the output of `sudo dmesg`",
         )
+    source = log.source
+    if log.truncated:
+        source += f" ({limit_text(KERNEL_LOG_LIMIT)}; the rest was not read)"
     if not found:
-        return passed(f"{len(lines)} lines from {log.source}: no amdgpu failure")
+        return passed(f"{len(lines)} lines from {source}: no amdgpu failure")
     kinds = ", ".join(found)
     if FAIL in found.values():
         return failed(
-            f"amdgpu failures in {log.source}: {kinds}",
+            f"amdgpu failures in {source}: {kinds}",
             "firmware: `sudo apt install firmware-amd-graphics` (Debian) or "
             "linux-firmware (Ubuntu), or AMD's amdgpu-dkms (rocm_packages_driver: dkms); "
             "PSP/init failures: update the system BIOS and the kernel, reseat the card",
@@ -90,16 +93,15 @@ DKMS_MOK = "/var/lib/dkms/mok.pub"
 def secure_boot_state(ctx: Context) -> bool | None:
     """True/False from the SecureBoot EFI variable (4 attribute bytes, then 1 = on); None
     when the machine did not boot through EFI (or efivarfs is not mounted)."""
-    try:
-        data = ctx.sys(EFI_SECURE_BOOT).read_bytes()
-    except OSError:
+    data = ctx.read_file(ctx.sys(EFI_SECURE_BOOT)).data
+    if data is None:
         return None
     return bool(data) and data[-1] == 1
 
 
 def amdgpu_dkms_installed(ctx: Context) -> bool:
     """Whether AMD's amdgpu-dkms package is installed (or DKMS knows an amdgpu module)."""
-    fields = parse_dpkg_status(ctx.read(DPKG_STATUS) or "").get("amdgpu-dkms", {})
+    fields = ctx.dpkg_packages().get("amdgpu-dkms", {})
     installed = fields.get("Status", "").endswith(" installed")
     return installed or ctx.path("/var/lib/dkms/amdgpu").is_dir()
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rocmlab.doctor.context import Context, parse_dpkg_status
+from rocmlab.doctor.context import Context
 from rocmlab.doctor.gpus import detect, override_target, visible
 from rocmlab.doctor.model import Result, failed, passed, skipped, warned
 
 ROCM_INFO_VERSION = "/opt/rocm/.info/version"
-DPKG_STATUS = "/var/lib/dpkg/status"
 # AMD numbers its rocminfo package 1.0.0.<ROCm as 5 digits>: 1.0.0.60401-83~24.04.
 _AMD_ROCMINFO_RE = re.compile(r"^1\.0\.0\.\d{5}")
 _RELEASE_RE = re.compile(r"^(?:\d+:)?(\d+)\.(\d+)(?:\.(\d+))?")
@@ -51,7 +50,7 @@ def installed_rocm(ctx: Context) -> RocmInstall:
     if info:
         amd = _upstream(info)
         notes.append(f"{ROCM_INFO_VERSION}: {info}")
-    packages = parse_dpkg_status(ctx.read(DPKG_STATUS) or "")
+    packages = ctx.dpkg_packages()
     for name in ("rocm-core", "rocminfo", "amdgpu-dkms"):
         fields = packages.get(name)
         if not fields:
@@ -160,7 +159,7 @@ def check_torch_gpu(ctx: Context) -> Result:
         return skipped(torch.error)
     if torch.hip is None:
         return skipped(f"torch {torch.version} is not a ROCm build (see torch_build)")
-    _, gpus = detect(ctx.sysfs_root)
+    _, gpus = detect(ctx.sysfs_root, ctx.read_path)
     shown, _ = visible(gpus, ctx.env)
     shown = [gpu for gpu in shown if gpu.usable]
     if not shown:

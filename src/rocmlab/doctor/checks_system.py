@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocmlab.doctor.context import Context, read_text
-from rocmlab.doctor.gpus import AMD_VENDOR_ID, gfx_tables, pci_gpus
+from rocmlab.doctor.context import MOUNTS_LIMIT, Context, limit_text, read_text
+from rocmlab.doctor.gpus import AMD_VENDOR_ID, Reader, gfx_tables, pci_gpus
 from rocmlab.doctor.model import Result, failed, passed, skipped, warned
 
 _SPEED_RE = re.compile(r"([\d.]+)\s*GT/s")
@@ -39,33 +39,33 @@ def _width(text: str | None) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-def read_link(path: Path) -> Link | None:
+def read_link(path: Path, read: Reader = read_text) -> Link | None:
     """current/max link speed and width of a PCI function; None when sysfs has none."""
-    speed_text = read_text(path / "current_link_speed")
+    speed_text = read(path / "current_link_speed")
     if speed_text is None:
         return None
-    max_text = read_text(path / "max_link_speed") or ""
+    max_text = read(path / "max_link_speed") or ""
     return Link(
         device=path.name,
         speed=_speed(speed_text),
         max_speed=_speed(max_text),
-        width=_width(read_text(path / "current_link_width")),
-        max_width=_width(read_text(path / "max_link_width")),
+        width=_width(read(path / "current_link_width")),
+        max_width=_width(read(path / "max_link_width")),
         speed_text=speed_text.strip(),
         max_speed_text=max_text.strip(),
     )
 
 
-def _is_amd_bridge(path: Path) -> bool:
+def _is_amd_bridge(path: Path, read: Reader) -> bool:
     try:
-        vendor = int((read_text(path / "vendor") or "").strip(), 16)
-        pci_class = int((read_text(path / "class") or "").strip(), 16)
+        vendor = int((read(path / "vendor") or "").strip(), 16)
+        pci_class = int((read(path / "class") or "").strip(), 16)
     except ValueError:
         return False
     return vendor == AMD_VENDOR_ID and pci_class >> 8 == PCI_BRIDGE_CLASS
 
 
-def card_link(gpu_path: Path) -> tuple[Path, Path | None]:
+def card_link(gpu_path: Path, read: Reader = read_text) -> tuple[Path, Path | None]:
     """The function whose link is the card's slot link, and the port above it.
 
     Discrete Radeons put a PCIe switch on the card (upstream and downstream port, both AMD
@@ -73,7 +73,7 @@ def card_link(gpu_path: Path) -> tuple[Path, Path | None]:
     bridges in the real sysfs hierarchy; in a flat tree the GPU function is all there is.
     """
     here = gpu_path.resolve()
-    while _BDF_RE.match(here.parent.name) and _is_amd_bridge(here.parent):
+    while _BDF_RE.match(here.parent.name) and _is_amd_bridge(here.parent, read):
         here = here.parent
     port = here.parent if _BDF_RE.match(here.parent.name) else None
     return here, port
@@ -86,13 +86,14 @@ def check_pcie_link(ctx: Context) -> Result:
         for pci_id, entry in gfx_tables()["pci_ids"].items()
         if gfx_tables()["targets"].get(entry["gfx"], {}).get("igpu")
     }
-    cards = [dev for dev in pci_gpus(ctx.sysfs_root) if dev.device_id not in igpu_ids]
+    on_bus = pci_gpus(ctx.sysfs_root, ctx.read_path)
+    cards = [dev for dev in on_bus if dev.device_id not in igpu_ids]
     if not cards:
         return skipped("no discrete AMD GPU on the PCI bus")
     lines, down, narrow, slow = [], [], [], []
     for dev in cards:
-        where, port = card_link(dev.path)
-        link = read_link(where)
+        where, port = card_link(dev.path, ctx.read_path)
+        link = read_link(where, ctx.read_path)
         if link is None:
             lines.append(f"{dev.address}: no link attributes in sysfs")
             continue
@@ -106,7 +107,7 @@ def check_pcie_link(ctx: Context) -> Result:
             continue
         if link.max_width and link.width < link.max_width:
             narrow.append(f"{dev.address} x{link.width} of x{link.max_width}")
-        port_link = read_link(port) if port else None
+        port_link = read_link(port, ctx.read_path) if port else None
         port_speed = port_link.max_speed if port_link else None
         if port_speed and link.max_speed and port_speed < link.max_speed:
             slow.append(
@@ -138,15 +139,22 @@ def check_pcie_link(ctx: Context) -> Result:
 SHM_MIN_BYTES = 1 << 30
 
 
-def _shm_mount_size(ctx: Context) -> int | None:
-    """size= of the /dev/shm tmpfs in /proc/mounts (Docker's: ``size=65536k``)."""
-    for line in (ctx.read("/proc/mounts") or "").splitlines():
+def _shm_mount_size(ctx: Context) -> tuple[int | None, str]:
+    """size= of the /dev/shm tmpfs in /proc/mounts (Docker's: ``size=65536k``), and a note
+    when /proc/mounts was refused or cut at MOUNTS_LIMIT (it is read no further)."""
+    read = ctx.read_file(ctx.path("/proc/mounts"), MOUNTS_LIMIT)
+    note = ""
+    if read.refused:
+        note = f"; /proc/mounts not read: {read.error}"
+    elif read.truncated:
+        note = f"; only {limit_text(MOUNTS_LIMIT)} of /proc/mounts read, the rest was not"
+    for line in (read.text() or "").splitlines():
         parts = line.split()
         if len(parts) >= 4 and parts[1] == "/dev/shm":
             for option in parts[3].split(","):
                 if option.startswith("size="):
-                    return _bytes(option[5:])
-    return None
+                    return _bytes(option[5:]), note
+    return None, note
 
 
 def _bytes(text: str) -> int | None:
@@ -170,11 +178,12 @@ def check_dev_shm(ctx: Context) -> Result:
             f"{shm} is not writable by {ctx.user.name}",
             "`sudo chmod 1777 /dev/shm`",
         )
-    size = _shm_mount_size(ctx)
+    size, note = _shm_mount_size(ctx)
     source = "/proc/mounts"
     if size is None:
         info = os.statvfs(shm)
         size, source = info.f_blocks * info.f_frsize, "statvfs"
+    source += note
     mib = size / (1 << 20)
     if size < SHM_MIN_BYTES:
         return warned(
@@ -185,3 +194,27 @@ def check_dev_shm(ctx: Context) -> Result:
             "`mount -o remount,size=8g /dev/shm`; or use DataLoader(num_workers=0)",
         )
     return passed(f"/dev/shm is {mib:.0f} MiB ({source})")
+
+
+def check_host_files(ctx: Context) -> Result:
+    """The host files the other checks could not read whole: refused (a FIFO, a device, a
+    directory where a regular file belongs) or cut at their bound. Runs last."""
+    refused = [read for read in ctx.unread.values() if read.refused]
+    cut = [read for read in ctx.unread.values() if read.truncated]
+    if not refused and not cut:
+        return passed("every host file the checks read was a regular file, read whole")
+    parts = [f"{read.path} not read: {read.error}" for read in refused]
+    parts += [f"{read.path}: only {limit_text(len(read.data or b''))} read" for read in cut]
+    fixes = []
+    if refused:
+        fixes.append(
+            "a FIFO, device or directory where the kernel or the distribution keeps a regular "
+            "file is not a working system: find what put it there (`ls -l PATH`, "
+            "`findmnt --target PATH`) and restore the file; the checks above judged without it"
+        )
+    if cut:
+        fixes.append(
+            "the checks above judged from the part read; a file that large is unusual there: "
+            "look at what fills it"
+        )
+    return warned("; ".join(parts), "; ".join(fixes), [str(read.path) for read in refused + cut])

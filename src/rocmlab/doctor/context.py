@@ -7,17 +7,37 @@ mokutil, dkms) and PyTorch are injectable too, so the checks run unchanged on fi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
+import selectors
 import shutil
 import subprocess
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Seconds a probed command may take (clinfo on a hung GPU can block).
+from rocmlab.hostread import KIB, MIB, HostRead, describe_limit, read_bounded
+
+# Seconds a probed command may take (clinfo on a hung GPU can block), and how long to wait for
+# it to end once killed.
 COMMAND_TIMEOUT = 20.0
+KILL_WAIT = 5.0
+
+# How much of a host file or a command's output is read, at most. sysfs attributes hold at most
+# a page; the rest are generous for what a healthy machine has. What is cut is reported by the
+# host_files check (and by the check that read it, where it matters).
+SMALL_FILE_LIMIT = 64 * KIB  # sysfs attributes, /proc/cmdline, os-release, version files
+ACCOUNTS_LIMIT = 4 * MIB  # /etc/group, /etc/passwd
+DPKG_STATUS_LIMIT = 32 * MIB  # /var/lib/dpkg/status (a few MiB on a full desktop)
+MOUNTS_LIMIT = 1 * MIB  # /proc/mounts
+KERNEL_LOG_LIMIT = 16 * MIB  # the kernel log of one boot, from a file or a command
+OUTPUT_LIMIT = 16 * MIB  # what a probed command prints on stdout
+STDERR_LIMIT = 64 * KIB
+
+DPKG_STATUS = "/var/lib/dpkg/status"
 
 
 @dataclass(frozen=True)
@@ -27,6 +47,7 @@ class CommandResult:
     returncode: int
     stdout: str
     stderr: str = ""
+    truncated: bool = False  # stdout was longer than OUTPUT_LIMIT: only its start is here
 
 
 # argv -> its result, or None when the command is not installed.
@@ -34,23 +55,79 @@ CommandRunner = Callable[[Sequence[str]], "CommandResult | None"]
 
 
 def run_command(argv: Sequence[str]) -> CommandResult | None:
-    """Run a probe command on this machine; None when it is not installed."""
+    """Run a probe command on this machine; None when it is not installed.
+
+    Bounded: at most OUTPUT_LIMIT bytes of stdout and STDERR_LIMIT of stderr are kept (a command
+    that prints more is stopped, and its result says so), and it may take COMMAND_TIMEOUT s.
+    """
     if shutil.which(argv[0]) is None:
         return None
     try:
-        done = subprocess.run(
+        process = subprocess.Popen(
             list(argv),
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=COMMAND_TIMEOUT,
-            check=False,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
-    except subprocess.TimeoutExpired:
-        return CommandResult(124, "", f"{argv[0]} did not finish within {COMMAND_TIMEOUT:g} s")
     except OSError as exc:
         return CommandResult(126, "", str(exc))
-    return CommandResult(done.returncode, done.stdout, done.stderr)
+    started = time.monotonic()
+    try:
+        out, err, finished, cut = _bounded_output(process, COMMAND_TIMEOUT)
+    finally:
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+    stdout = out.decode("utf-8", errors="replace")
+    stderr = err.decode("utf-8", errors="replace")
+    if finished and not cut:
+        # Both pipes ended; the command may still be running (a child kept them open).
+        try:
+            code = process.wait(max(0.1, COMMAND_TIMEOUT - (time.monotonic() - started)))
+        except subprocess.TimeoutExpired:
+            finished = False
+        else:
+            return CommandResult(code, stdout, stderr)
+    process.kill()
+    # Never wait without a bound: a command stuck in the kernel (a hung GPU) ignores SIGKILL
+    # until it leaves there; it is left to end on its own.
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(KILL_WAIT)
+    if not finished:
+        why = f"{argv[0]} did not finish within {COMMAND_TIMEOUT:g} s"
+        return CommandResult(124, "", why)
+    # It printed more than OUTPUT_LIMIT: what came up to the bound is kept, the rest not read.
+    return CommandResult(0, stdout, stderr, truncated=True)
+
+
+def _bounded_output(
+    process: subprocess.Popen[bytes], timeout: float
+) -> tuple[bytes, bytes, bool, bool]:
+    """(stdout, stderr, whether both ended in time, whether stdout passed OUTPUT_LIMIT)."""
+    assert process.stdout is not None and process.stderr is not None
+    limits = {process.stdout: OUTPUT_LIMIT, process.stderr: STDERR_LIMIT}
+    data: dict[object, bytearray] = {process.stdout: bytearray(), process.stderr: bytearray()}
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        for stream in limits:
+            selector.register(stream, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(data[process.stdout]), bytes(data[process.stderr]), False, False
+            for key, _ in selector.select(left):
+                stream = key.fileobj
+                chunk = os.read(key.fd, 64 * KIB)
+                if not chunk:
+                    selector.unregister(stream)
+                    continue
+                room = limits[stream] - len(data[stream])
+                data[stream] += chunk[: max(room, 0)]
+                if len(chunk) > room:
+                    if stream is process.stdout:
+                        return bytes(data[process.stdout]), bytes(data[process.stderr]), True, True
+                    selector.unregister(stream)  # more stderr than we keep: the rest is dropped
+    return bytes(data[process.stdout]), bytes(data[process.stderr]), True, False
 
 
 # The commands the checks run, and the file name each one's output has in a recorded folder.
@@ -74,9 +151,13 @@ def recorded_runner(folder: Path) -> CommandRunner:
     def answer(argv: Sequence[str]) -> CommandResult | None:
         key = tuple(argv[:2]) if argv[:2] == ["mokutil", "--test-key"] else tuple(argv)
         name = RECORDED_NAMES.get(key)
-        if name is None or not (folder / name).is_file():
+        if name is None or not (folder / name).exists():
             return None
-        return CommandResult(0, (folder / name).read_text(encoding="utf-8", errors="replace"))
+        read = read_bounded(folder / name, OUTPUT_LIMIT)
+        text = read.text()
+        if text is None:
+            return CommandResult(126, "", f"{folder / name}: {read.error}")
+        return CommandResult(0, text, truncated=read.truncated)
 
     return answer
 
@@ -117,6 +198,7 @@ class KernelLog:
     text: str | None
     source: str
     error: str = ""
+    truncated: bool = False  # longer than KERNEL_LOG_LIMIT: only its start was read
 
 
 @dataclass
@@ -172,7 +254,10 @@ class Context:
     kernel_log: KernelLog | None = None
     torch_probe: Callable[[], TorchInfo] = probe_torch
     expect_gpus: int | None = None
+    # The host files that were refused (not regular files) or cut at their bound, by path.
+    unread: dict[str, HostRead] = field(default_factory=dict)
     _torch: TorchInfo | None = field(default=None, repr=False)
+    _dpkg: dict[str, dict[str, str]] | None = field(default=None, repr=False)
 
     def sys(self, *parts: str) -> Path:
         """A path under the sysfs root."""
@@ -186,13 +271,26 @@ class Context:
         """An absolute path of the machine (``/etc/group``) under the root."""
         return self.root / absolute.lstrip("/")
 
-    def read_sys(self, relative: str) -> str | None:
-        """A text file under the sysfs root, None when it is missing or unreadable."""
-        return read_text(self.sysfs_root / relative)
+    def read_file(self, path: Path, limit: int = SMALL_FILE_LIMIT) -> HostRead:
+        """At most ``limit`` bytes of a host file (hostread.read_bounded); a file refused or
+        cut is noted for the host_files check."""
+        read = read_bounded(path, limit)
+        if read.refused or read.truncated:
+            self.unread[str(path)] = read
+        return read
 
-    def read(self, absolute: str) -> str | None:
+    def read_path(self, path: Path, limit: int = SMALL_FILE_LIMIT) -> str | None:
+        """A text file (bounded, regular files only), None when missing, unreadable or
+        refused."""
+        return self.read_file(path, limit).text()
+
+    def read_sys(self, relative: str, limit: int = SMALL_FILE_LIMIT) -> str | None:
+        """A text file under the sysfs root, None when it is missing or unreadable."""
+        return self.read_path(self.sysfs_root / relative, limit)
+
+    def read(self, absolute: str, limit: int = SMALL_FILE_LIMIT) -> str | None:
         """A text file under the root, None when it is missing or unreadable."""
-        return read_text(self.path(absolute))
+        return self.read_path(self.path(absolute), limit)
 
     def torch(self) -> TorchInfo:
         """PyTorch's answers, probed once."""
@@ -202,12 +300,18 @@ class Context:
 
     def groups(self) -> dict[str, Group]:
         """/etc/group by name."""
-        return parse_group(self.read("/etc/group") or "")
+        return parse_group(self.read("/etc/group", ACCOUNTS_LIMIT) or "")
 
     def kernel_release(self) -> str | None:
         """``uname -r`` as /proc/sys/kernel/osrelease gives it."""
         text = self.read("/proc/sys/kernel/osrelease")
         return text.strip() if text and text.strip() else None
+
+    def dpkg_packages(self) -> dict[str, dict[str, str]]:
+        """/var/lib/dpkg/status by package name (read once, at most DPKG_STATUS_LIMIT)."""
+        if self._dpkg is None:
+            self._dpkg = parse_dpkg_status(self.read(DPKG_STATUS, DPKG_STATUS_LIMIT) or "")
+        return self._dpkg
 
     def os_release(self) -> dict[str, str]:
         """/etc/os-release as a mapping (quotes removed)."""
@@ -220,12 +324,10 @@ class Context:
         return fields
 
 
-def read_text(path: Path) -> str | None:
-    """A small text file, None when it is missing or unreadable."""
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+def read_text(path: Path, limit: int = SMALL_FILE_LIMIT) -> str | None:
+    """A small text file, None when it is missing, unreadable or not a regular file; at most
+    ``limit`` bytes of it (hostread.read_bounded: never blocks, never opens a device)."""
+    return read_bounded(path, limit).text()
 
 
 def parse_group(text: str) -> dict[str, Group]:
@@ -262,12 +364,14 @@ def parse_dpkg_status(text: str) -> dict[str, dict[str, str]]:
 
 
 def load_kernel_log(path: Path | None, run: CommandRunner) -> KernelLog:
-    """The kernel log: FILE when given, else ``journalctl -k -b 0``, else ``dmesg``."""
+    """The kernel log: FILE when given, else ``journalctl -k -b 0``, else ``dmesg``; at most
+    KERNEL_LOG_LIMIT bytes of it."""
     if path is not None:
-        text = read_text(path)
+        read = read_bounded(path, KERNEL_LOG_LIMIT)
+        text = read.text()
         if text is None:
-            return KernelLog(None, str(path), f"cannot read {path}")
-        return KernelLog(text, str(path))
+            return KernelLog(None, str(path), f"cannot read {path}: {read.error}")
+        return KernelLog(text, str(path), truncated=read.truncated)
     errors = []
     for argv in (["journalctl", "-k", "-b", "0", "--no-pager", "-q"], ["dmesg"]):
         result = run(argv)
@@ -277,5 +381,10 @@ def load_kernel_log(path: Path | None, run: CommandRunner) -> KernelLog:
             why = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "no output"
             errors.append(f"{argv[0]}: {why}")
         else:
-            return KernelLog(result.stdout, " ".join(argv))
+            return KernelLog(result.stdout, " ".join(argv), truncated=result.truncated)
     return KernelLog(None, "journalctl, dmesg", "; ".join(errors))
+
+
+def limit_text(limit: int) -> str:
+    """``the first 1 MiB``: how much of a cut file was read."""
+    return f"the first {describe_limit(limit)}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -20,6 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from rocmlab.doctor.context import read_text
+
+# How a sysfs file is read: hostread's bounded read (Context.read_path also notes what it
+# refused, for the host_files check).
+Reader = Callable[[Path], "str | None"]
 
 AMD_VENDOR_ID = 0x1002
 # PCI base class + subclass of devices that can be compute GPUs (VGA, 3D, other display,
@@ -149,14 +154,14 @@ def _describe(gfx: str, device_id: str, apu_node: bool) -> dict[str, Any]:
     }
 
 
-def kfd_gpus(sysfs_root: Path) -> list[Gpu]:
+def kfd_gpus(sysfs_root: Path, read: Reader = read_text) -> list[Gpu]:
     """The GPU nodes of the KFD topology, in ROCm's order (empty without a topology)."""
     nodes_dir = sysfs_root.joinpath(*KFD_NODES)
     if not nodes_dir.is_dir():
         return []
     gpus = []
     for node_id in sorted(int(name) for name in _listdir(nodes_dir) if name.isdigit()):
-        text = read_text(nodes_dir / str(node_id) / "properties")
+        text = read(nodes_dir / str(node_id) / "properties")
         if text is None:
             continue
         props = parse_properties(text)
@@ -194,16 +199,16 @@ class PciDevice:
     pci_class: int
 
 
-def pci_gpus(sysfs_root: Path) -> list[PciDevice]:
+def pci_gpus(sysfs_root: Path, read: Reader = read_text) -> list[PciDevice]:
     """AMD display/accelerator functions under ``bus/pci/devices`` (bridges and audio skipped)."""
     devices_dir = sysfs_root / "bus" / "pci" / "devices"
     found = []
     for address in sorted(_listdir(devices_dir)):
         path = devices_dir / address
         try:
-            vendor = int((read_text(path / "vendor") or "").strip(), 16)
-            pci_class = int((read_text(path / "class") or "").strip(), 16)
-            device = int((read_text(path / "device") or "").strip(), 16)
+            vendor = int((read(path / "vendor") or "").strip(), 16)
+            pci_class = int((read(path / "class") or "").strip(), 16)
+            device = int((read(path / "device") or "").strip(), 16)
         except ValueError:
             continue
         if vendor == AMD_VENDOR_ID and (pci_class >> 8) in GPU_PCI_CLASSES:
@@ -211,10 +216,10 @@ def pci_gpus(sysfs_root: Path) -> list[PciDevice]:
     return found
 
 
-def gpus_from_pci(sysfs_root: Path) -> list[Gpu]:
+def gpus_from_pci(sysfs_root: Path, read: Reader = read_text) -> list[Gpu]:
     """The AMD GPUs the PCI id table knows, numbered in PCI order (no KFD yet)."""
     gpus = []
-    for dev in pci_gpus(sysfs_root):
+    for dev in pci_gpus(sysfs_root, read):
         info = _describe("", dev.device_id, False)
         if not info["gfx"]:
             continue
@@ -231,13 +236,13 @@ def gpus_from_pci(sysfs_root: Path) -> list[Gpu]:
     return gpus
 
 
-def detect(sysfs_root: Path) -> tuple[str, list[Gpu]]:
+def detect(sysfs_root: Path, read: Reader = read_text) -> tuple[str, list[Gpu]]:
     """("kfd", GPUs) from the topology, else ("pci", GPUs) from the PCI id table, else
     ("none", [])."""
-    gpus = kfd_gpus(sysfs_root)
+    gpus = kfd_gpus(sysfs_root, read)
     if gpus:
         return "kfd", gpus
-    gpus = gpus_from_pci(sysfs_root)
+    gpus = gpus_from_pci(sysfs_root, read)
     return ("pci" if gpus else "none"), gpus
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocmlab.textsafe import for_terminal, valid_unicode
+
 SCHEMA_VERSION = 1
 TOOL = "rocmlab doctor"
 
@@ -84,24 +86,29 @@ def exit_code(results: list[Result]) -> int:
 def document(
     results: list[Result], *, version: str, host: str, created: str, user: str
 ) -> dict[str, Any]:
-    """The ``--json`` document."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": TOOL,
-        "rocmlab_version": version,
-        "host": host,
-        "created": created,
-        "user": user,
-        "verdict": verdict(results),
-        "exit_code": exit_code(results),
-        "checks": [result.as_dict() for result in results],
-    }
+    """The ``--json`` document: what the checks saw, as they saw it (JSON escapes control
+    characters), with lone surrogates replaced so that it is valid UTF-8 JSON."""
+    return valid_unicode(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "tool": TOOL,
+            "rocmlab_version": version,
+            "host": host,
+            "created": created,
+            "user": user,
+            "verdict": verdict(results),
+            "exit_code": exit_code(results),
+            "checks": [result.as_dict() for result in results],
+        }
+    )
 
 
 def format_line(result: Result) -> str:
-    """``PASS  name: saw — fix`` (no fix part when there is none)."""
+    """``PASS  name: saw — fix`` (no fix part when there is none), safe for a terminal: what the
+    host wrote (sysfs and os-release values, log lines, names) may hold escape sequences, line
+    breaks or bidi controls, which are shown escaped (``\\x1b``, ``\\u202e``)."""
     line = f"{result.status.upper():<5} {result.name}: {result.saw}"
-    return f"{line} — {result.fix}" if result.fix else line
+    return for_terminal(f"{line} — {result.fix}" if result.fix else line)
 
 
 def format_verdict(results: list[Result]) -> str:
