@@ -387,20 +387,25 @@ def remove_own(parent_fd, parent, name, made_id):
     raise BundleError(f"{path} is in the way and was not made by lab_cache_bundle: remove it")
 
 
-def copy_part(top, names, dest_fd, part, copied, owner=None):
+def copy_part(top, names, dest_fd, part, copied, skipped):
     """Copy NAMES (bundle names of PART) from the directory TOP into DEST_FD/<part>/..., each
-    checked to be a regular file, hashed as it is copied; records each in COPIED."""
+    checked to be a regular file, hashed as it is copied; records each in COPIED, and in
+    SKIPPED those that are gone or no regular file any more (the cache changed meanwhile)."""
     top_fd = open_dir(top)
     try:
         for name in names:
             dirs, base = split(name[len(part) + 1 :])
-            src_dir = open_subdir(top_fd, dirs)
             try:
-                src, info = open_file(base, src_dir)
-            finally:
-                os.close(src_dir)
+                src_dir = open_subdir(top_fd, dirs)
+                try:
+                    src, info = open_file(base, src_dir)
+                finally:
+                    os.close(src_dir)
+            except (FileNotFoundError, NotPlain):
+                skipped.append(name)
+                continue
             try:
-                dst_dir = open_subdir(dest_fd, [part, *dirs], create=True, owner=owner)
+                dst_dir = open_subdir(dest_fd, [part, *dirs], create=True)
                 try:
                     digest, size = replace_with(
                         dst_dir,
@@ -444,7 +449,7 @@ def create(bundle, directories, root, now):
         try:
             part_fd = open_dir(part, parent_fd)
             try:
-                manifest, raw = _fill(part_fd, made_id, directories, files, now)
+                manifest, raw = _fill(part_fd, made_id, directories, files, now, skipped)
             finally:
                 os.close(part_fd)
             if state == "ours":
@@ -460,13 +465,13 @@ def create(bundle, directories, root, now):
     return True, manifest, hashlib.sha256(raw).hexdigest(), skipped
 
 
-def _fill(part_fd, made_id, directories, files, now):
+def _fill(part_fd, made_id, directories, files, now, skipped):
     write_bytes(part_fd, MARKER, (json.dumps({"id": made_id}) + "\n").encode())
     copied = {}
     for part, top in directories.items():
         names = sorted(name for name in files if name.startswith(part + "/"))
         if names:
-            copy_part(top, names, part_fd, part, copied)
+            copy_part(top, names, part_fd, part, copied, skipped)
     manifest = {"format": FORMAT, "files": dict(sorted(copied.items())), "created": now}
     raw = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
     write_bytes(part_fd, MANIFEST, raw)
