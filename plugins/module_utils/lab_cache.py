@@ -118,15 +118,6 @@ def hash_fd(fd):
     return digest.hexdigest(), size
 
 
-def sha256_of(path):
-    """The SHA-256 of the regular file at ``path`` (a link at ``path`` is refused)."""
-    fd, _ = open_file(path)
-    try:
-        return hash_fd(fd)[0]
-    finally:
-        os.close(fd)
-
-
 def tree(dir_fd, skipped=(), prefix="", depth=0):
     """Every entry under the directory DIR_FD, sorted, depth first: (relative path, name, lstat,
     descriptor of its directory, valid while the entry is looked at). Directories are entered

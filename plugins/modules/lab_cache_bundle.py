@@ -99,6 +99,7 @@ skipped:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache import (  # noqa: E402
+    TEMP_PREFIX,
     NotPlain,
     copy_fd,
     ensure_dir,
@@ -170,7 +171,8 @@ def scan(directories):
             raise BundleError(f"{top} ({part}/ of the bundle) {exc}: refused") from None
         try:
             for rel, name, info, dir_fd in tree(top_fd, APT_SKIPPED if part == "apt" else ()):
-                if stat.S_ISDIR(info.st_mode):
+                # Directories, and what an interrupted import left under a temporary name.
+                if stat.S_ISDIR(info.st_mode) or name.startswith(TEMP_PREFIX):
                     continue
                 try:
                     fd, _ = open_file(name, dir_fd)

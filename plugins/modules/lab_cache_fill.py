@@ -171,7 +171,7 @@ def main():
         module.exit_json(changed=False, fetched=[], msg="check mode: nothing fetched")
     try:
         before = snapshot(params["dir"])
-    except (OSError, NotPlain) as exc:
+    except (OSError, NotPlain, ValueError) as exc:
         module.fail_json(msg=f"lab_cache_fill: {params['dir']} is not a directory to fill: {exc}")
     rc, out, err = module.run_command(params["argv"])
     try:
@@ -179,7 +179,7 @@ def main():
             params["dir"], params["kind"], new_files(before, snapshot(params["dir"])), time.time()
         )
         append_records(params["log"], fetched)
-    except (OSError, NotPlain) as exc:
+    except (OSError, NotPlain, ValueError) as exc:
         module.fail_json(msg=f"lab_cache_fill: cannot record what was fetched: {exc}", rc=rc)
     summary = [{"file": line["file"], "bytes": line["bytes"]} for line in fetched]
     if rc != 0:

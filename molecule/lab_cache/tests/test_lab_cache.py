@@ -503,6 +503,21 @@ def test_an_altered_bundle_is_refused_and_nothing_imported(altered_bundle):
     assert not host(OFFLINE_HEAD).file("/srv/rocmlab/lab-cache/bundle.json").exists
 
 
+def test_a_re_hashed_manifest_is_refused_by_the_digest_and_nothing_imported(rehashed_bundle):
+    message = refusal(
+        failures(rehashed_bundle),
+        OFFLINE_HEAD,
+        [
+            f"lab_cache_bundle_digest: the manifest of {BUNDLE}-rehashed (MANIFEST.json) has "
+            "SHA-256",
+            "altered and its manifest re-hashed",
+            "Nothing was imported",
+        ],
+    )
+    assert "Traceback" not in message
+    assert not host(OFFLINE_HEAD).file("/srv/rocmlab/lab-cache/bundle.json").exists
+
+
 def test_a_client_is_provisioned_offline_from_the_bundle(offline_run, tmp_path):
     assert smoke_passed(C5)
     c5 = host(C5)
@@ -517,21 +532,6 @@ def test_a_client_is_provisioned_offline_from_the_bundle(offline_run, tmp_path):
     assert "Offlinemode: 1" in conf
     log = host(OFFLINE_HEAD).file(LOGS["apt_log"]).content_string
     assert "|O|" in log and "|I|" not in log, "the offline cache fetched something upstream"
-
-
-def test_a_re_hashed_manifest_is_refused_by_the_digest_and_nothing_imported(rehashed_bundle):
-    message = refusal(
-        failures(rehashed_bundle),
-        OFFLINE_HEAD,
-        [
-            f"lab_cache_bundle_digest: the manifest of {BUNDLE}-rehashed (MANIFEST.json) has "
-            "SHA-256",
-            "altered and its manifest re-hashed",
-            "Nothing was imported",
-        ],
-    )
-    assert "Traceback" not in message
-    assert not host(OFFLINE_HEAD).file("/srv/rocmlab/lab-cache/bundle.json").exists
 
 
 def test_links_planted_in_the_offline_cache_were_not_written_through(offline_run, offline_lab):
