@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 
 DOCUMENTATION = r"""
@@ -20,6 +21,9 @@ description:
     changed file to I(log) - C(time), C(kind), C(file) (C(<kind>/<path in dir>)), C(bytes) and
     C(sha256). Those lines are the cache's own count of the bytes that crossed the uplink for
     this kind (lab_cache_stats reads them).
+  - No link is followed - I(dir) is walked and its files are read through descriptors opened
+    without following links (links and special files are left out), and I(log) is appended to
+    without following a link at its name.
   - Changed when a file was added or replaced. In check mode nothing runs.
   - A command that fails stops the module with its last lines of output; the files it fetched
     before failing are recorded all the same (they did cross the uplink).
@@ -56,20 +60,32 @@ fetched:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache import sha256_of  # noqa: E402
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache import (  # noqa: E402
+    NotPlain,
+    hash_fd,
+    open_dir,
+    open_file,
+    open_subdir,
+    tree,
+)
+
+
+def hidden(rel):
+    """Whether any component of REL starts with a dot (the downloaders' partial files)."""
+    return any(part.startswith(".") for part in rel.split("/"))
 
 
 def snapshot(root):
-    """{relative path: (size, mtime_ns)} of the regular files under ``root``, dot-files left out."""
+    """{relative path: (size, mtime_ns)} of the regular files under ``root``, dot-files left out.
+    Walked through descriptors: no link is followed, links and special files are left out."""
     found = {}
-    for directory, subdirs, files in os.walk(root):
-        subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
-        for name in files:
-            if name.startswith("."):
-                continue
-            path = os.path.join(directory, name)
-            stat = os.stat(path)
-            found[os.path.relpath(path, root)] = (stat.st_size, stat.st_mtime_ns)
+    top = open_dir(root)
+    try:
+        for rel, _name, info, _dir_fd in tree(top):
+            if stat.S_ISREG(info.st_mode) and not hidden(rel):
+                found[rel] = (info.st_size, info.st_mtime_ns)
+    finally:
+        os.close(top)
     return found
 
 
@@ -78,25 +94,62 @@ def new_files(before, after):
     return sorted(path for path, meta in after.items() if before.get(path) != meta)
 
 
+def measure(root, path):
+    """(bytes, SHA-256) of ROOT/PATH, opened without following links; None when it is gone or
+    no regular file any more."""
+    top = open_dir(root)
+    try:
+        parts = path.split("/")
+        try:
+            directory = open_subdir(top, parts[:-1])
+        except (FileNotFoundError, NotPlain):
+            return None
+        try:
+            fd, _ = open_file(parts[-1], directory)
+        except (FileNotFoundError, NotPlain):
+            return None
+        finally:
+            os.close(directory)
+        try:
+            digest, size = hash_fd(fd)
+        finally:
+            os.close(fd)
+        return size, digest
+    finally:
+        os.close(top)
+
+
 def records(root, kind, paths, now):
-    return [
-        {
-            "time": now,
-            "kind": kind,
-            "file": f"{kind}/{path}",
-            "bytes": os.path.getsize(os.path.join(root, path)),
-            "sha256": sha256_of(os.path.join(root, path)),
-        }
-        for path in paths
-    ]
+    found = []
+    for path in paths:
+        measured = measure(root, path)
+        if measured is None:
+            continue
+        found.append(
+            {
+                "time": now,
+                "kind": kind,
+                "file": f"{kind}/{path}",
+                "bytes": measured[0],
+                "sha256": measured[1],
+            }
+        )
+    return found
 
 
 def append_records(log, lines):
+    """Append LINES to the fill log, never through a link at its name."""
     if not lines:
         return
-    with open(log, "a", encoding="utf-8") as handle:
-        for line in lines:
-            handle.write(json.dumps(line, sort_keys=True) + "\n")
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotPlain(f"{log} is not a regular file")
+        data = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+        while data:
+            data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)
 
 
 def tail(text, count=15):
@@ -116,14 +169,18 @@ def main():
     params = module.params
     if module.check_mode:
         module.exit_json(changed=False, fetched=[], msg="check mode: nothing fetched")
-    if not os.path.isdir(params["dir"]):
-        module.fail_json(msg=f"lab_cache_fill: {params['dir']} is not a directory")
-    before = snapshot(params["dir"])
+    try:
+        before = snapshot(params["dir"])
+    except (OSError, NotPlain, ValueError) as exc:
+        module.fail_json(msg=f"lab_cache_fill: {params['dir']} is not a directory to fill: {exc}")
     rc, out, err = module.run_command(params["argv"])
-    fetched = records(
-        params["dir"], params["kind"], new_files(before, snapshot(params["dir"])), time.time()
-    )
-    append_records(params["log"], fetched)
+    try:
+        fetched = records(
+            params["dir"], params["kind"], new_files(before, snapshot(params["dir"])), time.time()
+        )
+        append_records(params["log"], fetched)
+    except (OSError, NotPlain, ValueError) as exc:
+        module.fail_json(msg=f"lab_cache_fill: cannot record what was fetched: {exc}", rc=rc)
     summary = [{"file": line["file"], "bytes": line["bytes"]} for line in fetched]
     if rc != 0:
         module.fail_json(

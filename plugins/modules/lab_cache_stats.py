@@ -8,7 +8,10 @@ from __future__ import annotations
 import glob
 import gzip
 import json
+import math
 import os
+import re
+import zlib
 
 DOCUMENTATION = r"""
 module: lab_cache_stats
@@ -26,6 +29,14 @@ description:
     a request that arrives while the same file is still coming in for another client: the file
     crossed the uplink once, and the bytes say so."
   - Read-only. Missing logs count as empty (a cache that served nothing yet).
+  - "The logs are written by service accounts (apt-cacher-ng, www-data), so what is read is
+    bounded and checked: each file is opened without following a link or blocking and must be a
+    regular file of at most 1 GiB (a rotated C(.gz) copy at most 1 GiB decompressed); a file
+    that cannot be read whole (a C(.gz) cut short, too large, a link, a FIFO) is left out of the
+    counts entirely and listed in C(unreadable) with the reason; a line longer than 8 KiB, a
+    path longer than 1 KiB or a byte count that is not a plain number (ASCII digits, at most
+    18) is skipped and counted in C(skipped_lines). At most the newest 100 rotated copies are
+    read, and with I(details) at most 50000 files per kind are listed."
 options:
   apt_log:
     description: apt-cacher-ng's transfer log.
@@ -74,29 +85,136 @@ files:
     C(upstream_bytes) and C(served_bytes).
   returned: when details
   type: dict
+details_left_out:
+  description: With I(details), how many counted transfers are of files past the 50000 listed.
+  returned: when details
+  type: int
+unreadable:
+  description: The log files left out of the counts, each with C(file) and C(reason).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {"file": "/var/log/apt-cacher-ng/apt-cacher.log.2.gz", "reason": "cannot be read to its end"}
+skipped_lines:
+  description: Lines of the files counted that were skipped as malformed or too long.
+  returned: always
+  type: int
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache import (  # noqa: E402
+    NotPlain,
+    open_file,
+)
 
 KINDS = ("apt", "wheels", "datasets")
 SERVED_STATUS = ("200", "206")
+# Bounds on what is read: the logs are written by service accounts (apt-cacher-ng, www-data).
+# A log (or what a rotated .gz copy decompresses to) larger than MAX_LOG_BYTES is not counted;
+# a line longer than MAX_LINE, or a path longer than MAX_PATH, is skipped; at most MAX_ROTATED
+# rotated copies are read (the newest); with details, at most MAX_DETAILS files per kind are
+# listed (the counts still hold every line).
+MAX_LOG_BYTES = 1 << 30
+MAX_LINE = 8192
+MAX_PATH = 1024
+MAX_ROTATED = 100
+MAX_DETAILS = 50000
+# A byte count: ASCII digits, at most 18 (under 2**63).
+BYTES = re.compile(r"[0-9]{1,18}")
 
 
-def log_lines(path):
-    """Lines of ``path`` and its rotated copies, oldest first (logrotate's .N and .N.gz)."""
+class Unreadable(Exception):
+    """A log file that is not counted, and why."""
+
+
+class Reading:
+    """What could not be counted: whole files (with the reason) and skipped lines."""
+
+    def __init__(self):
+        self.unreadable = []
+        self.skipped_lines = 0
+
+    def refuse(self, path, why):
+        self.unreadable.append({"file": path, "reason": why})
+
+
+def log_files(path, reading):
+    """PATH's rotated copies (logrotate's .N and .N.gz, oldest first) and PATH."""
     if not path:
-        return
+        return []
     rotated = []
     for name in glob.glob(glob.escape(path) + ".*"):
         suffix = name[len(path) + 1 :].removesuffix(".gz")
-        if suffix.isdigit():
+        if suffix.isascii() and suffix.isdigit():
             rotated.append((int(suffix), name))
-    for _, name in [*sorted(rotated, reverse=True), (0, path)]:
-        if not os.path.isfile(name):
+    rotated.sort()
+    for _, name in rotated[MAX_ROTATED:]:
+        reading.refuse(name, f"more than {MAX_ROTATED} rotated copies: the oldest are not read")
+    return [name for _, name in reversed(rotated[:MAX_ROTATED])] + [path]
+
+
+def file_lines(name):
+    """The lines of the log file NAME (gzip when it ends in .gz), each a str; opened without
+    following a link or blocking, a regular file only, bounded. Raises Unreadable, after the
+    lines it gave, when the file cannot be read whole (the caller then discards them); a line
+    longer than MAX_LINE is given as None."""
+    try:
+        fd, info = open_file(name)
+    except FileNotFoundError:
+        return
+    except (NotPlain, OSError) as exc:
+        raise Unreadable(str(exc)) from None
+    with os.fdopen(fd, "rb") as raw:
+        if info.st_size > MAX_LOG_BYTES:
+            raise Unreadable(f"is {info.st_size} bytes, more than the {MAX_LOG_BYTES} read")
+        handle = gzip.GzipFile(fileobj=raw, mode="rb") if name.endswith(".gz") else raw
+        total = 0
+        try:
+            while True:
+                line = handle.readline(MAX_LINE + 1)
+                if not line:
+                    return
+                total += len(line)
+                if total > MAX_LOG_BYTES:
+                    raise Unreadable(f"holds more than the {MAX_LOG_BYTES} bytes read")
+                if len(line) > MAX_LINE and not line.endswith(b"\n"):
+                    # Skip the rest of the overlong line, boundedly.
+                    while line and not line.endswith(b"\n"):
+                        line = handle.readline(MAX_LINE + 1)
+                        total += len(line)
+                        if total > MAX_LOG_BYTES:
+                            raise Unreadable(f"holds more than the {MAX_LOG_BYTES} bytes read")
+                    yield None
+                    continue
+                yield line.decode("utf-8", errors="replace")
+        except (OSError, EOFError, zlib.error) as exc:
+            raise Unreadable(f"cannot be read to its end ({exc or type(exc).__name__})") from None
+
+
+def lines_of(name, reading):
+    """The lines of the log file NAME; a line over MAX_LINE is skipped and counted in READING.
+    Raises Unreadable when the file cannot be read whole."""
+    for line in file_lines(name):
+        if line is None:
+            reading.skipped_lines += 1
+        else:
+            yield line
+
+
+def count_log(tally, reading, path, reader, window):
+    """Count PATH and its rotated copies with READER into TALLY, file by file: a file that
+    cannot be read whole (cut short, too large, a link, not a regular file) is left out
+    entirely and named in READING, so the counts hold only whole files."""
+    for name in log_files(path, reading):
+        part, part_reading = Tally(), Reading()
+        try:
+            reader(part, lines_of(name, part_reading), window, part_reading)
+        except Unreadable as exc:
+            reading.refuse(name, str(exc))
             continue
-        opener = gzip.open if name.endswith(".gz") else open
-        with opener(name, "rt", encoding="utf-8", errors="replace") as handle:
-            yield from handle
+        tally.merge(part)
+        reading.skipped_lines += part_reading.skipped_lines
 
 
 def empty_counts():
@@ -107,6 +225,7 @@ class Tally:
     def __init__(self):
         self.kinds = {kind: empty_counts() for kind in KINDS}
         self.files = {kind: {} for kind in KINDS}
+        self.details_left_out = 0
 
     def add(self, kind, direction, path, size):
         counts = self.kinds[kind]
@@ -116,61 +235,105 @@ class Tally:
         else:
             counts["served_bytes"] += size
             counts["served_requests"] += 1
-        entry = self.files[kind].setdefault(
+        files = self.files[kind]
+        if path not in files and len(files) >= MAX_DETAILS:
+            self.details_left_out += 1
+            return
+        entry = files.setdefault(
             path, {"upstream": 0, "upstream_bytes": 0, "served": 0, "served_bytes": 0}
         )
         entry[direction] += 1
         entry[f"{direction}_bytes"] += size
 
+    def merge(self, other):
+        """Add OTHER's counts to these."""
+        for kind in KINDS:
+            for key, value in other.kinds[kind].items():
+                self.kinds[kind][key] += value
+            files = self.files[kind]
+            for path, counts in other.files[kind].items():
+                if path not in files and len(files) >= MAX_DETAILS:
+                    self.details_left_out += 1
+                    continue
+                entry = files.setdefault(path, dict.fromkeys(counts, 0))
+                for key, value in counts.items():
+                    entry[key] += value
+        self.details_left_out += other.details_left_out
+
 
 def parse_time(text):
+    """A finite Unix time, or None."""
     try:
-        return float(text)
-    except ValueError:
+        when = float(text)
+    except (ValueError, TypeError, OverflowError):
         return None
+    return when if math.isfinite(when) else None
 
 
-def read_apt(tally, lines, window):
+def byte_count(text):
+    """The byte count of a log field (ASCII digits, at most 18), or None."""
+    return int(text) if BYTES.fullmatch(text) else None
+
+
+def record_count(value):
+    """The byte count of a fill record (a JSON whole number from 0 to 2**63), or None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63:
+        return value
+    return None
+
+
+def read_apt(tally, lines, window, reading):
     """apt-cacher-ng: ``time|I|bytes|client|path`` (upstream) and ``time|O|...`` (served)."""
     for line in lines:
         fields = line.rstrip("\n").split("|", 4)
-        if len(fields) != 5 or fields[1] not in ("I", "O") or not fields[2].isdigit():
+        if len(fields) == 5 and fields[1] not in ("I", "O"):
+            continue  # another kind of record
+        size = byte_count(fields[2]) if len(fields) == 5 else None
+        if size is None or len(fields[4]) > MAX_PATH:
+            reading.skipped_lines += 1
             continue
         if not window(parse_time(fields[0])):
             continue
         direction = "upstream" if fields[1] == "I" else "served"
-        tally.add("apt", direction, fields[4].lstrip("/"), int(fields[2]))
+        tally.add("apt", direction, fields[4].lstrip("/"), size)
 
 
-def read_http(tally, lines, window):
+def read_http(tally, lines, window, reading):
     """nginx: ``$msec|$status|$body_bytes_sent|$remote_addr|$uri``; /wheels/ and /datasets/."""
     for line in lines:
         fields = line.rstrip("\n").split("|", 4)
-        if len(fields) != 5 or fields[1] not in SERVED_STATUS or not fields[2].isdigit():
+        size = byte_count(fields[2]) if len(fields) == 5 else None
+        if size is None or len(fields[4]) > MAX_PATH:
+            reading.skipped_lines += 1
             continue
-        if not window(parse_time(fields[0])):
+        if fields[1] not in SERVED_STATUS or not window(parse_time(fields[0])):
             continue
         path = fields[4].lstrip("/")
         kind = path.split("/", 1)[0]
         # Files only: the listings (/wheels/, which pip reads) are not downloads.
         if kind in ("wheels", "datasets") and "/" in path and not path.endswith("/"):
-            tally.add(kind, "served", path, int(fields[2]))
+            tally.add(kind, "served", path, size)
 
 
-def read_fills(tally, lines, window):
+def read_fills(tally, lines, window, reading):
     """lab_cache_fill's JSON lines: one per file fetched upstream."""
     for line in lines:
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
+            reading.skipped_lines += 1
             continue
         if not isinstance(record, dict) or record.get("kind") not in ("wheels", "datasets"):
+            reading.skipped_lines += 1
             continue
-        if not window(parse_time(str(record.get("time", "")))):
+        size = record_count(record.get("bytes", 0))
+        path = record.get("file", "")
+        if size is None or not isinstance(path, str) or len(path) > MAX_PATH:
+            reading.skipped_lines += 1
             continue
-        tally.add(
-            record["kind"], "upstream", str(record.get("file", "")), int(record.get("bytes", 0))
-        )
+        if not window(parse_time(record.get("time"))):
+            continue
+        tally.add(record["kind"], "upstream", path, size)
 
 
 def stats(apt_log, http_log, fill_log, since=0.0, until=None, details=False):
@@ -179,17 +342,20 @@ def stats(apt_log, http_log, fill_log, since=0.0, until=None, details=False):
     def window(when):
         return when is not None and when >= since and (until is None or when < until)
 
-    tally = Tally()
-    read_apt(tally, log_lines(apt_log), window)
-    read_http(tally, log_lines(http_log), window)
-    read_fills(tally, log_lines(fill_log), window)
+    tally, reading = Tally(), Reading()
+    count_log(tally, reading, apt_log, read_apt, window)
+    count_log(tally, reading, http_log, read_http, window)
+    count_log(tally, reading, fill_log, read_fills, window)
     result = {
         "kinds": tally.kinds,
         "upstream_bytes": sum(c["upstream_bytes"] for c in tally.kinds.values()),
         "served_bytes": sum(c["served_bytes"] for c in tally.kinds.values()),
+        "unreadable": reading.unreadable,
+        "skipped_lines": reading.skipped_lines,
     }
     if details:
         result["files"] = tally.files
+        result["details_left_out"] = tally.details_left_out
     return result
 
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import optparse
+import os
 import posixpath
+import pwd
 import re
+import stat
 
 DOCUMENTATION = r"""
 module: rocmlab_settings
@@ -24,6 +27,23 @@ description:
     letters, digits and C(._+-). A directory rocmlab creates or owns (I(kind=dir)) or a file it
     writes (I(kind=file)) must not be a system directory or the parent of one, nor lie under
     C(/proc), C(/sys), C(/dev) or C(/boot).
+  - "A directory on the controller (I(kind=controller_dir): where reports are written) is
+    checked like a directory rocmlab creates on a host, after its C(..) and C(.) are resolved
+    (the defaults are C({{ playbook_dir }}/../reports)): absolute, letters, digits and C(._+-),
+    not a system directory or the parent of one, nothing under C(/proc), C(/sys), C(/dev) or
+    C(/boot)."
+  - "With C(owner=root) (I(kind=dir) or I(kind=file)), the path is also checked on the host
+    this module runs on, read-only: when it exists it must not be a symbolic link and must
+    belong to root; each directory above it must belong to root and be writable by no other
+    account (a sticky directory such as C(/tmp) only when the path in it exists already and is
+    root's); and it must not be, or lie in, the home directory of any account but root (a
+    service's directory, such as C(/var/www) or C(/var/cache/apt-cacher-ng)). The role then
+    makes it root's, so another account's or a service's directory is never taken over."
+  - "URLs carry no credentials (C(user:password@) before the host): rocmlab writes URLs into
+    files and logs that other accounts or hosts read (apt's sources, lab-cache.json, reports,
+    the run's output). Only a URL whose setting has C(credentials=masked) (pip's index and
+    wheelhouse, which the roles mask wherever they show them and whose pip task is C(no_log))
+    accepts them."
   - pip options (I(kind=pip_args)) are parsed as pip parses them (pip's parser is optparse, so
     C(--extra-index) means C(--extra-index-url) and C(-ihttp://x) means C(-i http://x)); only
     options that change how pip reaches the network, not what it installs, from where or where
@@ -36,11 +56,15 @@ options:
         kind's options - C(empty_ok) (any kind), C(pattern) and C(accepted) (pattern), C(choices)
         (choice), C(min) and C(max) (int), C(under), C(suffix) and C(example) (paths),
         C(schemes) and C(example) (url), C(element) (list), C(keys) and C(fields) (dict),
-        C(min), C(above) (a lower bound the value must exceed) and C(max) (number).
+        C(min), C(above) (a lower bound the value must exceed) and C(max) (number), C(owner)
+        (dir and file - C(root) checks the path on the host), C(credentials) (url - C(masked)
+        accepts C(user:password@)) and C(published) (url - where the URL would be published,
+        for the message).
       - "Kinds: text, pattern, choice, bool, int, number (a whole or decimal number), account,
         group, package (Debian), dist (Python), path (read), dir (created or owned), file
-        (written), url, list, dict, pip_args, cli_args (arguments of an argparse program,
-        C(reserved) options refused with their abbreviations), batches (the sizes of Ansible's
+        (written), controller_dir (a directory on the controller that reports go to), url,
+        list, dict, pip_args, cli_args (arguments of an argparse program, C(reserved) options
+        refused with their abbreviations), batches (the sizes of Ansible's
         C(serial) - a number of hosts from 1, a percentage from 1% to 100%, or a list of them)."
     type: list
     elements: dict
@@ -280,6 +304,107 @@ def path_problem(value, spec, kind):
     return None
 
 
+def controller_dir_problem(value, spec):
+    """Why VALUE is not an acceptable directory on the controller, or None: checked as a
+    directory rocmlab creates, once '..' and '.' are resolved."""
+    if not value.startswith("/"):
+        return (
+            "is not an absolute path (a directory on the controller, for example "
+            "{{ playbook_dir }}/../reports)"
+        )
+    normal = "/" + posixpath.normpath(value).lstrip("/")
+    why = path_problem(normal, spec, "dir")
+    if why and normal != value:
+        return f"(resolved: {normal}) {why}"
+    return why
+
+
+def owner_name(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def ownership_problem(value):
+    """Why VALUE, a path rocmlab makes root's on this host, belongs to another account or a
+    service here, or None. Read-only (lstat and the account database)."""
+    try:
+        info = os.lstat(value)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        return f"cannot be looked at on this host ({exc.strerror})"
+    if info is not None and stat.S_ISLNK(info.st_mode):
+        return (
+            f"is a symbolic link (to {os.readlink(value)}) on this host, not a directory of root's"
+        )
+    if info is not None and info.st_uid != 0:
+        return f"belongs to {owner_name(info.st_uid)} on this host, not to root"
+    real = os.path.realpath(value)
+    for path in dict.fromkeys([value, real]):
+        for entry in pwd.getpwall():
+            home = entry.pw_dir.rstrip("/")
+            if entry.pw_uid != 0 and home and (path == home or path.startswith(home + "/")):
+                return (
+                    f"is {'' if path == home else 'in '}the home directory of {entry.pw_name} "
+                    f"({entry.pw_dir}) on this host"
+                )
+    return parents_problem(real)
+
+
+def parents_problem(real):
+    """Why a directory above REAL (a resolved path) lets another account replace it, or None."""
+    current = "/"
+    for part in real.strip("/").split("/"):
+        child = posixpath.join(current, part)
+        try:
+            above = os.lstat(current)
+            below = os.lstat(child)
+        except FileNotFoundError:
+            below = None
+        except OSError as exc:
+            return f"cannot be looked at on this host ({exc.strerror})"
+        if above.st_uid != 0:
+            return f"lies in {current}, which belongs to {owner_name(above.st_uid)} on this host"
+        shared = above.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        sticky_kept = above.st_mode & stat.S_ISVTX and below is not None and below.st_uid == 0
+        if shared and not sticky_kept:
+            return (
+                f"lies in {current} (mode {stat.filemode(above.st_mode)}), which other accounts "
+                "can write to on this host"
+            )
+        if below is None:
+            return None
+        current = child
+    return None
+
+
+OWNER_ACCEPTED = (
+    "rocmlab makes it root's (root:root 0755): name a directory that root owns or that does not "
+    "exist yet, in directories only root can write to, outside every account's home directory "
+    "and every service's directory."
+)
+
+
+def credentials_problem(match, spec):
+    """Why a URL with user:password@ is refused here, or None."""
+    if match.group("userinfo") is None or spec.get("credentials") == "masked":
+        return None
+    where = spec.get("published") or "files and logs that other accounts or hosts read"
+    return (
+        "carries credentials (user:password@ before the host), which rocmlab would publish in "
+        f"{where}"
+    )
+
+
+CREDENTIALS_ACCEPTED = (
+    "Use a URL without user:password@: a mirror that needs no login (for example one inside the "
+    "lab), or keep the login where the tool that fetches reads it itself, outside rocmlab's "
+    "settings."
+)
+
+
 def url_problem(value, spec):
     """Why VALUE is not an acceptable URL, or None."""
     schemes = spec.get("schemes") or ["https", "http"]
@@ -299,7 +424,7 @@ def url_problem(value, spec):
         return "has no valid host name"
     if match.group("port") and not 0 < int(match.group("port")) < 65536:
         return "has an invalid port"
-    return None
+    return credentials_problem(match, spec)
 
 
 class PipArgsError(Exception):
@@ -415,9 +540,19 @@ def problems_of(spec):
         return [] if re.fullmatch(pattern, value) else bad(what, accepted)
     if kind in ("path", "dir", "file"):
         why = path_problem(value, spec, kind)
+        if why:
+            return bad(why)
+        if kind in ("dir", "file") and spec.get("owner") == "root":
+            why = ownership_problem(value)
+            return bad(why, OWNER_ACCEPTED) if why else []
+        return []
+    if kind == "controller_dir":
+        why = controller_dir_problem(value, spec)
         return bad(why) if why else []
     if kind == "url":
         why = url_problem(value, spec)
+        if why and why.startswith("carries credentials"):
+            return bad(why, CREDENTIALS_ACCEPTED)
         return bad(why) if why else []
     raise ValueError(f"{name}: unknown kind {kind!r}")
 

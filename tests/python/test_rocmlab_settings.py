@@ -10,9 +10,12 @@ parser (the pip of this venv).
 from __future__ import annotations
 
 import importlib.util
+import os
+import pwd
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
@@ -21,6 +24,8 @@ _spec = importlib.util.spec_from_file_location(
 assert _spec is not None and _spec.loader is not None
 settings = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(settings)
+LAB_CACHE_VALIDATE = REPO / "roles" / "lab_cache" / "tasks" / "validate.yml"
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="changes owners: run as root")
 
 
 def problems(kind: str, value: object, **options: object) -> list[str]:
@@ -220,7 +225,6 @@ def test_keyrings_must_lie_in_the_keyring_directories_and_never_in_trusted_gpg_d
         "https://repo.radeon.com/rocm/apt/6.4.2",
         "http://rocmlab-amd-mirror",
         "http://10.0.0.5:8080/whl/rocm6.4/",
-        "https://user:secret@mirror.lab/pypi/simple",
         "http://[::1]:3142/",
     ],
 )
@@ -250,6 +254,83 @@ def test_urls_with_anything_else_are_refused(value, options):
 def test_credentials_in_urls_are_masked_in_messages():
     text = assert_refused("url", "https://user:hunter2@mirror/ x", "***@")
     assert "hunter2" not in text
+
+
+# --- Credentials in URLs: refused wherever rocmlab would publish them. ---
+@pytest.mark.parametrize(
+    "value",
+    [
+        "https://user:secret@mirror.lab/rocm",
+        "https://token@mirror.lab/rocm",
+        "http://user:@mirror.lab:8080/",
+        "https://u%40lab:p%3Ass@mirror.lab/",
+    ],
+)
+def test_credentials_in_urls_are_refused_where_they_would_be_published(value):
+    published = "lab-cache.json (served over HTTP to every host of the lab)"
+    text = assert_refused(
+        "url",
+        value,
+        "carries credentials (user:password@ before the host)",
+        f"which rocmlab would publish in {published}",
+        "Use a URL without user:password@",
+        published=published,
+    )
+    assert "secret" not in text and "token" not in text and "p%3Ass" not in text
+    assert "***@" in text
+    # Without a place named, the message still says why.
+    assert_refused("url", value, "files and logs that other accounts or hosts read")
+
+
+def test_credentials_are_accepted_where_the_role_masks_them():
+    """pip's index and wheelhouse: masked in the roles' records and messages, and the pip task
+    is no_log while a URL carries them."""
+    for value in ("https://user:secret@mirror.lab/pypi/simple", "http://token@mirror.lab/whl/"):
+        assert problems("url", value, credentials="masked") == []
+
+
+def test_only_the_pip_sources_the_roles_mask_accept_credentials():
+    """The settings that accept credentials are exactly those the roles mask."""
+    masked = []
+    for path in sorted((REPO / "roles").glob("*/tasks/*.yml")):
+        for spec in settings_in(path):
+            for item in (spec, spec.get("items") or {}):
+                if item.get("credentials") == "masked":
+                    masked.append(spec["name"])
+    assert sorted(masked) == [
+        "lab_cache_wheel_upstream",
+        "pytorch_rocm_find_links",
+        "pytorch_rocm_index_url",
+        "tensorflow_rocm_find_links",
+        "tensorflow_rocm_index_url",
+    ]
+
+
+def settings_in(path: Path) -> list[dict]:
+    """The __rocmlab_settings items of the tasks in PATH (a role's task file)."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            specs = node.get("__rocmlab_settings")
+            if isinstance(specs, list):
+                found.extend(spec for spec in specs if isinstance(spec, dict))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(yaml.safe_load(path.read_text()))
+    return found
+
+
+def test_the_lab_caches_published_upstream_refuses_credentials():
+    (spec,) = [s for s in settings_in(LAB_CACHE_VALIDATE) if s["name"] == "lab_cache_amd_upstream"]
+    spec = dict(spec, value="https://user:secret@repo.example/rocm")
+    text = " ".join(settings.problems_of(spec))
+    assert "lab_cache_amd_upstream" in text and "lab-cache.json" in text
+    assert "secret" not in text
 
 
 def test_file_urls_when_asked_for():
@@ -401,3 +482,131 @@ def test_other_arguments_pass_and_strings_are_not_lists():
     assert problems("cli_args", ["--epochs", "1", "--optimizer", "sgd"], **SMOKE_RESERVED) == []
     assert_refused("cli_args", "--epochs 1", "is a string, not a list", **SMOKE_RESERVED)
     assert_refused("cli_args", ["--epochs", "1\n"], "control character", **SMOKE_RESERVED)
+
+
+# --- Directories on the controller: checked like the ones rocmlab makes on a host. ---
+@pytest.mark.parametrize(
+    "value",
+    [
+        "/home/admin/rocmlab/playbooks/../reports",
+        "/srv/rocmlab/reports",
+        "/root/.cache/molecule/rocmlab/lab_cache/reports",
+        "/tmp/pytest-of-root/pytest-3/test_fleet0/reports",
+    ],
+)
+def test_controller_directories_are_accepted_once_resolved(value):
+    assert problems("controller_dir", value) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("reports", "is not an absolute path"),
+        ("../reports", "is not an absolute path"),
+        ("/", "system directory"),
+        ("/etc", "system directory"),
+        ("/home/admin/rocmlab/../../../etc", "(resolved: /etc) is a system directory"),
+        ("/srv/rocmlab/../..", "(resolved: /) is a system directory"),
+        ("/proc/self/cwd", "lies under /proc"),
+        ("/home/admin/my reports", "spaces"),
+        ("/home/admin/$(id)", "shell characters"),
+        ("/home/admin/reports\n", "control character"),
+    ],
+)
+def test_controller_directories_that_a_host_directory_would_fail_are_refused(value, fragment):
+    assert_refused("controller_dir", value, fragment)
+
+
+@pytest.mark.parametrize(
+    ("role", "name"),
+    [
+        ("cluster_check", "cluster_check_report_dir"),
+        ("lab_cache", "lab_cache_report_dir"),
+        ("smoke_test", "smoke_test_report_dir"),
+        ("rocmlab_fleet", "rocmlab_fleet_reports_dir"),
+    ],
+)
+def test_every_controller_side_path_is_checked_as_a_path(role, name):
+    """No directory on the controller is checked as mere text any more."""
+    specs = [s for s in settings_in(REPO / "roles" / role / "tasks" / "validate.yml")]
+    (spec,) = [s for s in specs if s["name"] == name]
+    assert spec["kind"] == "controller_dir"
+    assert settings.problems_of(dict(spec, value="/etc")) != []
+    assert settings.problems_of(dict(spec, value="/srv/rocmlab/playbooks/../reports")) == []
+
+
+# --- Paths rocmlab makes root's (owner: root) are checked on the host: never another
+# account's or a service's directory. ---
+def owned(path: Path, uid: int, mode: int | None = None) -> Path:
+    os.chown(path, uid, uid)
+    if mode is not None:
+        path.chmod(mode)
+    return path
+
+
+@AS_ROOT
+def test_a_directory_of_another_account_is_refused_naming_its_owner(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    owned(theirs, 12345)
+    text = assert_refused(
+        "dir", str(theirs), "belongs to uid 12345 on this host, not to root", owner="root"
+    )
+    assert "rocmlab makes it root's (root:root 0755)" in text
+    www = pwd.getpwnam("www-data").pw_uid
+    owned(theirs, www)
+    assert_refused("dir", str(theirs), "belongs to www-data", owner="root")
+    # Below it, too: the account could replace whatever rocmlab made there.
+    assert_refused(
+        "dir", str(theirs / "cache"), f"lies in {theirs}, which belongs to www-data", owner="root"
+    )
+    # Unchanged by the check.
+    assert theirs.stat().st_uid == www
+
+
+@AS_ROOT
+def test_a_directory_others_can_write_above_the_path_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert_refused(
+        "dir", str(shared / "cache"), f"lies in {shared}", "other accounts can write", owner="root"
+    )
+    # A sticky directory (as /tmp) is fine for a root-owned directory that exists already in
+    # it, not for one another account could make there first.
+    shared.chmod(0o1777)
+    assert_refused("dir", str(shared / "cache"), "other accounts can write", owner="root")
+    (shared / "cache").mkdir()
+    assert problems("dir", str(shared / "cache"), owner="root") == []
+
+
+@AS_ROOT
+def test_a_link_is_refused_and_roots_own_directories_are_accepted(tmp_path):
+    mine = tmp_path / "lab-cache"
+    mine.mkdir()
+    assert problems("dir", str(mine), owner="root") == []
+    assert problems("dir", str(tmp_path / "not-yet" / "lab-cache"), owner="root") == []
+    os.symlink(mine, tmp_path / "link")
+    assert_refused("dir", str(tmp_path / "link"), "is a symbolic link (to", owner="root")
+    # Without owner: root the host is not looked at (the pure checks only).
+    owned(mine, 12345)
+    assert problems("dir", str(mine)) == []
+
+
+def test_a_home_or_a_services_directory_is_refused(tmp_path, monkeypatch):
+    """Any account's home directory (a person's, or a service's such as www-data's /var/www
+    or apt-cacher-ng's cache), and anything in it, even when root owns it."""
+    home = tmp_path / "svc-home"
+    home.mkdir()
+    service = pwd.struct_passwd(("svc", "x", 12345, 12345, "", str(home), "/usr/sbin/nologin"))
+    accounts = [*pwd.getpwall(), service]
+    monkeypatch.setattr(settings.pwd, "getpwall", lambda: accounts)
+    assert_refused("dir", str(home), f"is the home directory of svc ({home})", owner="root")
+    assert_refused("dir", str(home / "cache"), "is in the home directory of svc", owner="root")
+    # root's own home and accounts whose home is / are not what this is about.
+    assert problems("dir", str(tmp_path / "elsewhere"), owner="root") == []
+
+
+def test_the_lab_cache_root_is_checked_on_the_host():
+    (spec,) = [s for s in settings_in(LAB_CACHE_VALIDATE) if s["name"] == "lab_cache_root"]
+    assert spec["owner"] == "root"

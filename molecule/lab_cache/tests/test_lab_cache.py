@@ -10,12 +10,18 @@
           nothing on c4 changed.
   run 2   c4 added (with the head node in the limit): zero upstream fetches for the same files,
           and the head node reports no change.
-  offline an offline bundle made on the head node (playbooks/lab-bundle.yml), copied to the
-          offline lab's head node; that head node and c5 moved to a Docker network created with
-          --internal (no route out). A copy of the bundle with one altered wheel is refused,
-          naming the wheel, with nothing imported; then the site playbook provisions c5 end to
-          end, smoke job included, from the bundle alone: apt verifies the AMD-layout mirror's
-          signatures through the offline cache, and the cache fetched nothing upstream.
+  offline an offline bundle made on the head node (playbooks/lab-bundle.yml, which prints the
+          SHA-256 of its MANIFEST.json; an existing directory it did not make, as a USB stick's
+          root, is refused as lab_cache_bundle_dest and left as it was), copied to the offline
+          lab's head node; that head node and c5 moved to a Docker network created with
+          --internal (no route out). The offline head node is given the printed digest. A copy
+          of the bundle with one altered wheel is refused, naming the wheel, and a copy with an
+          altered wheel and its manifest re-hashed is refused by the digest, each with nothing
+          imported; apt-cacher-ng's account plants links in its cache to root-owned files
+          outside, which the import replaces without writing through them; then the site
+          playbook provisions c5 end to end, smoke job included, from the bundle alone: apt
+          verifies the AMD-layout mirror's signatures through the offline cache, and the cache
+          fetched nothing upstream.
 
 The cache's logs are read with plugins/modules/lab_cache_stats.py's own parser, so the module
 is checked against the servers' real log formats here.
@@ -23,12 +29,14 @@ is checked against the servers' real log formats here.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -68,6 +76,9 @@ SNAPSHOT = (
     " | sort -z | xargs -0 -r sha256sum; dpkg-query -W -f '${Package} ${Version} ${Status}\\n'"
 )
 
+# The module imports its shared code from the collection rocmlab.rocmlab (collections/ links
+# this checkout), as Ansible's module runner provides it.
+sys.path.insert(0, str(PROJECT / "collections"))
 _spec = importlib.util.spec_from_file_location(
     "lab_cache_stats", PROJECT / "plugins" / "modules" / "lab_cache_stats.py"
 )
@@ -271,14 +282,22 @@ def docker(*args: str, check: bool = True) -> str:
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=check).stdout
 
 
-def offline_inventory(path: Path, bundle: str = BUNDLE) -> Path:
-    """The offline lab: its head node (lab_cache_bundle) and c5, with the scenario's settings."""
+def offline_inventory(path: Path, digest: str, bundle: str = BUNDLE) -> Path:
+    """The offline lab: its head node (lab_cache_bundle, and the DIGEST of the bundle's
+    manifest printed where it was made) and c5, with the scenario's settings."""
     group_vars = Path(INVENTORY).parent / "group_vars"
     lab = yaml.safe_load((group_vars / "all").read_text())
     lab["rocmlab_lab_cache"] = OFFLINE_HEAD
     cache = yaml.safe_load((group_vars / "lab_cache").read_text())
     connection = {"ansible_connection": "community.docker.docker"}
-    hosts = {OFFLINE_HEAD: {**connection, **cache, "lab_cache_bundle": bundle}}
+    hosts = {
+        OFFLINE_HEAD: {
+            **connection,
+            **cache,
+            "lab_cache_bundle": bundle,
+            "lab_cache_bundle_digest": digest,
+        }
+    }
     inventory = {
         "all": {
             "vars": lab,
@@ -289,11 +308,58 @@ def offline_inventory(path: Path, bundle: str = BUNDLE) -> Path:
     return path
 
 
+def refused_run(name: str, snapshot: str, run_play):
+    """RUN_PLAY's run, which must fail, with SNAPSHOT (a shell command) printing the same on
+    the host NAME before and after it."""
+    before = host(name).check_output(snapshot)
+    run = run_play()
+    assert run.returncode != 0, said(run)[-2000:]
+    assert host(name).check_output(snapshot) == before
+    return run
+
+
+# A directory that a USB stick's root stands for, with the owner's files in it.
+STICK = "/srv/rocmlab/usb-stick"
+STICK_SNAPSHOT = (
+    f"find {STICK} -printf '%p %y %u %m %s\\n' | sort; find {STICK} -type f -exec sha256sum {{}} +"
+)
+# What apt-cacher-ng's account plants in its cache on the offline head node before the import:
+# a file's name and a directory's name linked to root-owned things outside the cache.
+ACNG_CACHE = "/var/cache/apt-cacher-ng"
+PLANTED_FILE = f"{ACNG_CACHE}/amd/rocm/apt/6.4.2/dists/jammy/InRelease"
+PLANTED_DIR = f"{ACNG_CACHE}/debrep"
+CANARY_FILE = "/etc/rocmlab-canary"
+CANARY_DIR = "/root/rocmlab-canary"
+CANARIES = (
+    f"stat -c '%n %F %U %a %s' {CANARY_FILE} {CANARY_DIR}; sha256sum {CANARY_FILE};"
+    f" ls -A {CANARY_DIR}"
+)
+
+
+def printed_digest(run) -> str:
+    match = re.search(r"MANIFEST\.json SHA-256: ([0-9a-f]{64})", said(run))
+    assert match, said(run)[-3000:]
+    return match.group(1)
+
+
 @pytest.fixture(scope="module")
 def offline_lab(fourth_client, tmp_path_factory):
-    """The bundle made on the head node, carried to the offline head node (with an altered copy
-    beside it), and the offline lab cut off from every route out."""
+    """The bundle made on the head node (after an existing directory was refused as its
+    destination), carried to the offline head node with an altered and a re-hashed copy beside
+    it, links planted in the offline head node's apt-cacher-ng cache, and the offline lab cut
+    off from every route out."""
     work = tmp_path_factory.mktemp("offline")
+    docker("exec", HEAD, "sh", "-c", f"mkdir -p {STICK}/photos && echo mine > {STICK}/notes.txt")
+    stick = refused_run(
+        HEAD,
+        STICK_SNAPSHOT,
+        lambda: play(
+            PROJECT / "playbooks" / "lab-bundle.yml",
+            {"lab_cache_bundle_dest": STICK},
+            "--limit",
+            HEAD,
+        ),
+    )
     made = play(PROJECT / "playbooks" / "lab-bundle.yml", {}, "--limit", HEAD)
     assert made.returncode == 0, said(made)[-3000:]
     docker("cp", f"{HEAD}:{BUNDLE}", str(work / "bundle"))
@@ -302,46 +368,79 @@ def offline_lab(fourth_client, tmp_path_factory):
     data = bytearray(wheel.read_bytes())
     data[-1] ^= 0xFF  # same size, other content: only the SHA-256 tells
     wheel.write_bytes(bytes(data))
+    # The same altered wheel, and the manifest re-hashed to match it.
+    shutil.copytree(work / "altered", work / "rehashed")
+    manifest = json.loads((work / "rehashed" / "MANIFEST.json").read_text())
+    name = f"wheels/{wheel.name}"
+    manifest["files"][name]["sha256"] = hashlib.sha256(bytes(data)).hexdigest()
+    (work / "rehashed" / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
     docker("exec", OFFLINE_HEAD, "mkdir", "-p", str(Path(BUNDLE).parent))
     docker("cp", str(work / "bundle"), f"{OFFLINE_HEAD}:{BUNDLE}")
     docker("cp", str(work / "altered"), f"{OFFLINE_HEAD}:{BUNDLE}-altered")
+    docker("cp", str(work / "rehashed"), f"{OFFLINE_HEAD}:{BUNDLE}-rehashed")
+    plant = (
+        f"install -m 0600 /dev/null {CANARY_FILE} && echo canary > {CANARY_FILE}"
+        f" && install -d -m 0700 {CANARY_DIR}"
+        f" && runuser -u apt-cacher-ng -- sh -c 'mkdir -p {Path(PLANTED_FILE).parent}"
+        f" && ln -s {CANARY_FILE} {PLANTED_FILE} && ln -s {CANARY_DIR} {PLANTED_DIR}'"
+    )
+    docker("exec", OFFLINE_HEAD, "sh", "-c", plant)
     docker("network", "rm", OFFLINE_NETWORK, check=False)
     docker("network", "create", "--internal", OFFLINE_NETWORK)
     for name in (OFFLINE_HEAD, C5):
         docker("network", "connect", OFFLINE_NETWORK, name)
         docker("network", "disconnect", os.environ["ROCMLAB_MIRROR_NETWORK"], name)
-    yield work, made
+    canaries = host(OFFLINE_HEAD).check_output(CANARIES)
+    yield work, made, stick, canaries
     for name in (OFFLINE_HEAD, C5):
         docker("network", "disconnect", OFFLINE_NETWORK, name, check=False)
     docker("network", "rm", OFFLINE_NETWORK, check=False)
 
 
+# What a refused import must not touch on the offline head node (the planted links included).
+OFFLINE_SNAPSHOT = (
+    "find /srv/rocmlab/lab-cache /var/cache/apt-cacher-ng /etc/apt-cacher-ng /etc/nginx"
+    " -type f -print0 2>/dev/null | sort -z | xargs -0 -r sha256sum;"
+    f" find {ACNG_CACHE} -type l -printf '%p -> %l\\n' | sort"
+)
+
+
 @pytest.fixture(scope="module")
 def altered_bundle(offline_lab):
-    work, _ = offline_lab
-    inventory = offline_inventory(work / "altered.json", bundle=f"{BUNDLE}-altered")
-    snapshot = (
-        "find /srv/rocmlab/lab-cache /var/cache/apt-cacher-ng /etc/apt-cacher-ng /etc/nginx"
-        " -type f -print0 2>/dev/null | sort -z | xargs -0 -r sha256sum"
+    work, made, _, _ = offline_lab
+    inventory = offline_inventory(
+        work / "altered.json", printed_digest(made), bundle=f"{BUNDLE}-altered"
     )
-    refused_without_change(
-        host(OFFLINE_HEAD),
-        snapshot,
+    return refused_run(
+        OFFLINE_HEAD,
+        OFFLINE_SNAPSHOT,
         lambda: play(PROJECT / "playbooks" / "lab-cache.yml", {}, inventory=inventory),
     )
-    return play(PROJECT / "playbooks" / "lab-cache.yml", {}, inventory=inventory)
 
 
 @pytest.fixture(scope="module")
-def offline_run(altered_bundle, offline_lab):
-    work, _ = offline_lab
-    run = play(SITE, {}, inventory=offline_inventory(work / "offline.json"))
+def rehashed_bundle(altered_bundle, offline_lab):
+    work, made, _, _ = offline_lab
+    inventory = offline_inventory(
+        work / "rehashed.json", printed_digest(made), bundle=f"{BUNDLE}-rehashed"
+    )
+    return refused_run(
+        OFFLINE_HEAD,
+        OFFLINE_SNAPSHOT,
+        lambda: play(PROJECT / "playbooks" / "lab-cache.yml", {}, inventory=inventory),
+    )
+
+
+@pytest.fixture(scope="module")
+def offline_run(rehashed_bundle, offline_lab):
+    work, made, _, _ = offline_lab
+    run = play(SITE, {}, inventory=offline_inventory(work / "offline.json", printed_digest(made)))
     assert run.returncode == 0, said(run)[-4000:]
     return run
 
 
 def test_the_bundle_lists_every_file_with_its_hash(offline_lab):
-    work, made = offline_lab
+    work, made, _, _ = offline_lab
     manifest = json.loads((work / "bundle" / "MANIFEST.json").read_text())
     files = manifest["files"]
     assert any(name.startswith("apt/amd/rocm/apt/") and name.endswith(".deb") for name in files)
@@ -352,6 +451,27 @@ def test_the_bundle_lists_every_file_with_its_hash(offline_lab):
     for name, entry in files.items():
         assert (work / "bundle" / name).stat().st_size == entry["bytes"], name
     assert re.search(rf"Offline bundle on {HEAD}: {BUNDLE}, {len(files)} files", said(made))
+    # The digest the play printed is the SHA-256 of the manifest that was carried.
+    digest = hashlib.sha256((work / "bundle" / "MANIFEST.json").read_bytes()).hexdigest()
+    assert printed_digest(made) == digest
+    assert f"lab_cache_bundle_digest to {digest}" in said(made)
+
+
+def test_an_existing_directory_is_refused_as_the_bundles_destination(offline_lab):
+    """A USB stick's root (any existing directory the module did not make) is neither emptied
+    nor written to: refused, naming it, before anything in it changes."""
+    _, _, stick, _ = offline_lab
+    refusal(
+        failures(stick),
+        HEAD,
+        [
+            f"lab_cache_bundle_dest: {STICK} exists and is a directory that lab_cache_bundle did "
+            "not make",
+            "nothing in it removed or changed",
+            f"for example {STICK}/rocmlab-bundle",
+        ],
+    )
+    assert host(HEAD).file(f"{STICK}/notes.txt").content_string.strip() == "mine"
 
 
 def test_the_offline_lab_has_no_route_out(offline_lab):
@@ -383,6 +503,21 @@ def test_an_altered_bundle_is_refused_and_nothing_imported(altered_bundle):
     assert not host(OFFLINE_HEAD).file("/srv/rocmlab/lab-cache/bundle.json").exists
 
 
+def test_a_re_hashed_manifest_is_refused_by_the_digest_and_nothing_imported(rehashed_bundle):
+    message = refusal(
+        failures(rehashed_bundle),
+        OFFLINE_HEAD,
+        [
+            f"lab_cache_bundle_digest: the manifest of {BUNDLE}-rehashed (MANIFEST.json) has "
+            "SHA-256",
+            "altered and its manifest re-hashed",
+            "Nothing was imported",
+        ],
+    )
+    assert "Traceback" not in message
+    assert not host(OFFLINE_HEAD).file("/srv/rocmlab/lab-cache/bundle.json").exists
+
+
 def test_a_client_is_provisioned_offline_from_the_bundle(offline_run, tmp_path):
     assert smoke_passed(C5)
     c5 = host(C5)
@@ -397,3 +532,17 @@ def test_a_client_is_provisioned_offline_from_the_bundle(offline_run, tmp_path):
     assert "Offlinemode: 1" in conf
     log = host(OFFLINE_HEAD).file(LOGS["apt_log"]).content_string
     assert "|O|" in log and "|I|" not in log, "the offline cache fetched something upstream"
+
+
+def test_links_planted_in_the_offline_cache_were_not_written_through(offline_run, offline_lab):
+    """apt-cacher-ng's account linked a file of its cache to a root-only file and a directory
+    to a root-only directory: after the import both are unchanged (content, owner, mode, still
+    empty), and the cache holds the bundle's files, the account's, in place of the links."""
+    _, _, _, canaries = offline_lab
+    head = host(OFFLINE_HEAD)
+    assert head.check_output(CANARIES) == canaries
+    assert head.file(CANARY_FILE).content_string.strip() == "canary"
+    for path, kind in ((PLANTED_FILE, "regular file"), (PLANTED_DIR, "directory")):
+        described = head.check_output(f"stat -c '%F %U' {path}")
+        assert described == f"{kind} apt-cacher-ng", (path, described)
+    assert head.file(PLANTED_FILE).content_string.startswith("-----BEGIN PGP SIGNED MESSAGE")
