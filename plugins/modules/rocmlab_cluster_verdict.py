@@ -56,8 +56,9 @@ options:
       - Per host still in the run - C(started) (the job was launched), C(job) (C(async_status)'s
         result - C(finished), C(rc), C(delta), C(stdout), C(stderr)), C(reach) (whether
         C(wait_for) got through to the rendezvous - C(reached), C(msg) - or null on the
-        rendezvous host) and C(report) (the report's content in base64, or null when the host
-        has none).
+        rendezvous host), C(report) (the report's content in base64, or null when the host
+        has none) and C(report_refused) (why the file where the report belongs was not read -
+        a link, a special file, another owner, too large - or null).
     type: dict
     required: true
 author: rocmlab
@@ -325,6 +326,9 @@ def judge(params):
         document, problem = read_report(results[host].get("report"))
         if document is not None:
             reports[host] = document
+        refused = results[host].get("report_refused")
+        if refused:
+            problem = f"its report was refused ({clip(refused, 300)})"
         if problem:
             problems[host] = problem
 

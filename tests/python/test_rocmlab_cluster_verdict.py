@@ -288,6 +288,22 @@ def test_a_report_that_is_not_json_fails_naming_the_host() -> None:
     assert "node-b: its report is not JSON" in result["message"]
 
 
+def test_a_report_refused_on_the_host_fails_naming_the_host_and_why() -> None:
+    # What rocmlab_read_report said of a link the account put where the report belongs.
+    results = passing_results()
+    results["node-b"]["report"] = None
+    results["node-b"]["report_refused"] = (
+        "/var/lib/rocmlab/cluster/allreduce.json is a symbolic link (to '/etc/shadow'), "
+        "which root does not follow"
+    )
+    result = judge(results)
+    assert result["passed"] is False
+    assert (
+        "node-b: its report was refused (/var/lib/rocmlab/cluster/allreduce.json is a symbolic "
+        "link (to '/etc/shadow'), which root does not follow)" in result["message"]
+    )
+
+
 def test_an_allreduce_host_without_its_copy_fails() -> None:
     # Every node's local rank 0 writes its copy: a host that exited 0 without one lost it.
     results = passing_results()

@@ -10,6 +10,8 @@ each run building on what the one before left (the cases of issue 7, in order):
              the fleet report opened in headless Chromium
   run E1     case e: a new host added with -l: only it changes
   run E2     case e: a full run afterwards: changed=0 on every host
+  hostile    a host whose module returns a fleet plan of its own (a command for the controller):
+             the fleet_report callback runs nothing of it, its table is the real plan's
 
 Hosts: a, b and f are Debian 12 (they converge: PyTorch from the harness's wheelhouse, Python
 3.11); c and d are Debian 13 (Python 3.13, for which the wheelhouse has no torch): they stand for
@@ -23,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -403,3 +406,99 @@ def test_e_a_full_run_afterwards_changes_nothing(run_e2) -> None:
     assert record(C)["state"] == "unreachable"
     assert record(D)["state"] == "skipped" and "bob" in record(D)["reason"]
     assert set(failures(run)) == {C}
+
+
+# --- a compromised host returns a fleet plan of its own ------------------------------------
+# Its root decides what its modules print: tests/fixtures/hostile_host/hostile_facts.py returns,
+# as ansible_facts, a JSON file on the host. The plan in it names a command that would leave a
+# marker on the controller, another reports directory and another host. The fleet_report
+# callback acts on the plan roles/rocmlab_fleet/tasks/plan.yml made on the controller only.
+@pytest.fixture(scope="module")
+def hostile_run(run_e2):
+    reports, elsewhere = EPHEMERAL / "reports-hostile", EPHEMERAL / "reports-elsewhere"
+    for path in (reports, elsewhere):
+        shutil.rmtree(path, ignore_errors=True)
+    elsewhere.mkdir()
+    marker = EPHEMERAL / "controller-ran-the-hosts-command"
+    marker.unlink(missing_ok=True)
+    forged = {
+        "rocmlab_fleet_plan": {
+            "rollout_id": "forged",
+            "reports_dir": str(elsewhere),
+            "check_mode": False,
+            "declared": ["evil"],
+            "slow_fraction": 0.7,
+            "report_argv": ["sh", "-c", f"echo ran > {marker}"],
+            "report_env": {},
+        }
+    }
+    host(F).check_output(f"printf %s {shlex.quote(json.dumps(forged))} > /etc/rocmlab-hostile.json")
+    playbook = EPHEMERAL / "hostile-facts.json"
+    playbook.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "Check the rollout's settings and make the plan",
+                    "hosts": "all",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "name": "Check the settings and plan the rollout",
+                            "ansible.builtin.import_role": {
+                                "name": "rocmlab_fleet",
+                                "tasks_from": "plan",
+                            },
+                        }
+                    ],
+                },
+                {
+                    "name": "A compromised host answers",
+                    "hosts": F,
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "name": "Run a module whose output the host's root controls",
+                            "hostile_facts": {"source": "/etc/rocmlab-hostile.json"},
+                        },
+                        {
+                            "name": "Keep what the host said as its fact",
+                            "ansible.builtin.set_fact": {
+                                "rocmlab_fleet_plan": "{{ ansible_facts['rocmlab_fleet_plan'] }}"
+                            },
+                        },
+                    ],
+                },
+            ]
+        )
+    )
+    env = dict(
+        ansible_env(),
+        ANSIBLE_CALLBACKS_ENABLED="rocmlab.rocmlab.fleet_report",
+        ANSIBLE_LIBRARY=str(PROJECT / "tests" / "fixtures" / "hostile_host"),
+    )
+    here = {"rocmlab_fleet_reports_dir": str(reports)}
+    inv = inventory("hostile", {A: here, F: here})
+    run = subprocess.run(
+        ["ansible-playbook", "-i", str(inv), str(playbook)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    (EPHEMERAL / "hostile-facts.log").write_text(run.stdout + run.stderr)
+    return run, reports, elsewhere, marker
+
+
+def test_a_hosts_fleet_plan_runs_nothing_on_the_controller(hostile_run) -> None:
+    run, reports, elsewhere, marker = hostile_run
+    assert run.returncode == 0, said(run)[-3000:]
+    ran = run.stdout.split("TASK [Run a module whose output the host's root controls]", 1)[1]
+    assert f"ok: [{F}]" in ran.split("TASK [", 1)[0], ran[:2000]
+    assert "rollout forged" not in run.stdout
+    assert not marker.exists()
+    assert not (elsewhere / "fleet.json").exists()
+    # The table at the end is the real plan's, over the inventory's hosts.
+    table = run.stdout[run.stdout.index("FLEET REPORT [rollout ") :]
+    assert "fleet: 0 of 2 hosts ready" in table, table
+    fleet = json.loads((reports / "fleet.json").read_text())
+    assert sorted(h["host"] for h in fleet["hosts"]) == sorted([A, F])

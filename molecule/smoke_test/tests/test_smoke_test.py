@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 import pytest
 import testinfra.utils.ansible_runner
-from playbook_runs import changed, play, said
+from playbook_runs import changed, failures, play, said
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")
@@ -16,6 +17,8 @@ REPORTS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "reports"
 DATA = "/var/lib/rocmlab/datasets/mnist"
 VENV = "/opt/rocmlab/venvs/pytorch"
 PLAYBOOKS = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"]) / "playbooks"
+COLLECT = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "collect.yml"
+WORK = "/var/lib/rocmlab/smoke"
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +146,74 @@ def test_the_cnn_and_the_techniques_run_and_their_report_and_trace_reach_the_con
     assert report["profile"]["top_kernels"]
     trace = json.loads((REPORTS / f"{name}.trace.json").read_text())
     assert trace["traceEvents"]
+
+
+# --- the account is hostile (prepare.yml planted shell functions; the cases below plant files) ---
+def test_the_accounts_shell_functions_never_ran_and_its_report_is_its_own(host, report):
+    # Every run of this scenario so far (converge, idempotence, check mode, each playbook, the
+    # CNN with the techniques) had functions named timeout, rocmlab, env, rm and cd in the
+    # researcher's ~/.profile and ~/.bashrc, which a login shell would have run.
+    assert "timeout()" in host.file("/home/researcher/.profile").content_string
+    assert not host.file("/home/researcher/hijacked").exists
+    report_file = host.file(f"{WORK}/report.json")
+    assert report_file.is_file and not report_file.is_symlink
+    assert report_file.user == "researcher"
+    assert report["passed"] is True
+
+
+# What the researcher puts in its working directory after the job, and what root must say when it
+# collects the report and trace (roles/smoke_test/tasks/collect.yml through collect.yml).
+PLANTED = [
+    (
+        "report-link",
+        "ln -s /etc/shadow report.json",
+        {},
+        "report.json is a symbolic link (to '/etc/shadow'), which root does not follow",
+    ),
+    (
+        "trace-link",
+        """printf '{"own": 1}' > report.json && ln -s /etc/shadow report.trace.json""",
+        {"smoke_test_techniques": ["profile"]},
+        "report.trace.json is a symbolic link (to '/etc/shadow'), which root does not follow",
+    ),
+    ("report-fifo", "mkfifo report.json", {}, "report.json is a FIFO (named pipe), not a regular"),
+    ("report-huge", "truncate -s 5M report.json", {}, "report.json is 5242880 bytes, more than"),
+]
+
+
+@pytest.fixture
+def planted(host):
+    """Clears the job's files before and after a case (as root, outside the role)."""
+    files = " ".join(f"{WORK}/{name}" for name in ("report.json", "report.trace.json"))
+    host.run_expect([0], f"rm -f {files}")
+    yield
+    host.run_expect([0], f"rm -f {files}")
+
+
+@pytest.mark.parametrize(
+    ("case", "plant", "extra", "fragment"), PLANTED, ids=[case[0] for case in PLANTED]
+)
+def test_what_the_account_plants_is_refused_or_is_its_own_file(
+    host, planted, case, plant, extra, fragment
+):
+    name = host.backend.get_hostname()
+    for kept in (REPORTS / f"{name}.json", REPORTS / f"{name}.trace.json"):
+        kept.unlink(missing_ok=True)
+    host.run_expect([0], f"cd {WORK} && runuser -u researcher -- sh -c {shlex.quote(plant)}")
+    run = play(COLLECT, extra)
+    assert run.returncode != 0, said(run)[-3000:]
+    message = " ".join(failures(run)[name].split())
+    assert message.startswith(f"Refused to read {WORK}/"), message
+    assert f"{WORK}/{fragment}" in message and "Nothing of it was read." in message, message
+    if case == "trace-link":
+        # The report beside it is the researcher's own regular file: that one arrives.
+        assert json.loads((REPORTS / f"{name}.json").read_text()) == {"own": 1}
+    else:
+        assert not (REPORTS / f"{name}.json").exists()
+    assert not (REPORTS / f"{name}.trace.json").exists()
+    shadow = [line for line in host.check_output("cat /etc/shadow").splitlines() if line]
+    for kept in REPORTS.rglob("*"):
+        if kept.is_file():
+            text = kept.read_text(errors="replace")
+            assert not any(line in text for line in shadow), kept
+    assert not any(line in said(run) for line in shadow)
