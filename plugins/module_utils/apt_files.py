@@ -8,9 +8,10 @@ The module rocmlab_apt_files builds its write -> update -> restore transaction f
 record is plain data (Record.to_dict / Record.from_dict), so a rollback to a known-good state can
 restore files recorded by another run.
 
-Symbolic links are never followed: a record of a link (or of anything that is not a regular
-file) is refused, a write renames a new file over the path (replacing whatever entry is there,
-never writing through it), and a removal unlinks the entry itself.
+Symbolic links are never followed: a link is recorded as a link (its target text, never what it
+points to) only where the caller allows it, and refused otherwise, as is anything that is not a
+regular file; a write renames a new file over the path (replacing whatever entry is there, never
+writing through it), and a removal unlinks the entry itself.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import errno
 import hashlib
 import os
 import re
+import secrets
 import signal
 import stat
 import subprocess
@@ -56,7 +58,8 @@ class Interrupted(Exception):
 
 @dataclass(frozen=True)
 class Record:
-    """What one path was: absent, or a regular file with these bytes, mode and owner."""
+    """What one path was: absent, a regular file with these bytes, mode and owner, or a
+    symbolic link (LINK, its target as written, and its owner)."""
 
     path: str
     exists: bool
@@ -64,18 +67,21 @@ class Record:
     mode: int = 0
     uid: int = 0
     gid: int = 0
+    link: str | None = None
 
     def same_as(self, other: Record) -> bool:
         if self.exists != other.exists:
             return False
         return not self.exists or (
-            (self.content, self.mode, self.uid, self.gid)
-            == (other.content, other.mode, other.uid, other.gid)
+            (self.content, self.mode, self.uid, self.gid, self.link)
+            == (other.content, other.mode, other.uid, other.gid, other.link)
         )
 
     def describe(self) -> str:
         if not self.exists:
             return "absent"
+        if self.link is not None:
+            return f"a symbolic link to {self.link!r}"
         return (
             f"{len(self.content)} bytes, sha256 {hashlib.sha256(self.content).hexdigest()}, "
             f"mode {self.mode:04o}, owner {self.uid}:{self.gid}"
@@ -84,7 +90,9 @@ class Record:
     def to_dict(self) -> dict:
         """JSON-ready: the content in base64, with its SHA-256."""
         data = {"path": self.path, "exists": self.exists}
-        if self.exists:
+        if self.link is not None:
+            data.update(link=self.link, uid=self.uid, gid=self.gid)
+        elif self.exists:
             data.update(
                 content=base64.b64encode(self.content).decode("ascii"),
                 sha256=hashlib.sha256(self.content).hexdigest(),
@@ -102,6 +110,14 @@ class Record:
             raise ValueError(f"record path {path!r} is not an absolute, normalised path")
         if not data.get("exists"):
             return cls(path, False)
+        if data.get("link") is not None:
+            link = data["link"]
+            if not isinstance(link, str) or not link or "\0" in link:
+                raise ValueError(f"record of {path}: link {link!r} is not a link target")
+            try:
+                return cls(path, True, uid=int(data["uid"]), gid=int(data["gid"]), link=link)
+            except (KeyError, TypeError, ValueError) as err:
+                raise ValueError(f"record of {path}: {err}") from err
         try:
             content = base64.b64decode(data["content"], validate=True)
             mode = int(data["mode"], 8)
@@ -126,13 +142,15 @@ def is_clean_path(path: str) -> bool:
     )
 
 
-def read_record(path: str) -> Record:
-    """The state of PATH, without following a link; FileRefused for a link, a directory, a
-    device or FIFO, or a file over MAX_BYTES."""
+def read_record(path: str, links: bool = False) -> Record:
+    """The state of PATH, without following a link; FileRefused for a directory, a device or
+    FIFO, a file over MAX_BYTES, and a link unless LINKS (then the link itself is recorded)."""
     try:
         before = os.lstat(path)
     except FileNotFoundError:
         return Record(path, False)
+    if stat.S_ISLNK(before.st_mode) and links:
+        return Record(path, True, uid=before.st_uid, gid=before.st_gid, link=os.readlink(path))
     if stat.S_ISLNK(before.st_mode):
         raise FileRefused(
             f"{path} is a symbolic link (to {os.readlink(path)!r}), not a regular file; links "
@@ -197,6 +215,22 @@ def write_file(path: str, content: bytes, mode: int, uid: int, gid: int) -> None
     sync_directory(directory)
 
 
+def write_link(path: str, target: str, uid: int, gid: int) -> None:
+    """PATH becomes a symbolic link to TARGET (owned UID:GID): made beside it under a new name,
+    then renamed over it."""
+    directory, name = os.path.split(path)
+    temporary = os.path.join(directory, f".{name}.{secrets.token_hex(8)}.rocmlab-new")
+    os.symlink(target, temporary)  # fails, rather than following, if the name was taken
+    try:
+        os.lchown(temporary, uid, gid)
+        os.rename(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    sync_directory(directory)
+
+
 def remove_file(path: str) -> bool:
     """Unlink PATH itself (a link is removed, not its target); False when it was not there."""
     try:
@@ -224,13 +258,15 @@ def restore(records: list[Record]) -> Restored:
     for record in records:
         try:
             try:
-                now = read_record(record.path)
+                now = read_record(record.path, links=True)
             except FileRefused:
                 now = None  # something else is there now: replace it
             if record.exists:
-                if now is None or not now.same_as(record):
+                if (now is None or not now.same_as(record)) and record.link is not None:
+                    write_link(record.path, record.link, record.uid, record.gid)
+                elif now is None or not now.same_as(record):
                     write_file(record.path, record.content, record.mode, record.uid, record.gid)
-                if not read_record(record.path).same_as(record):
+                if not read_record(record.path, links=True).same_as(record):
                     raise OSError(errno.EIO, "it reads back different from its record")
                 done.restored.append(record.path)
             elif os.path.lexists(record.path):

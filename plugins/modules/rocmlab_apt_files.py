@@ -35,11 +35,13 @@ description:
   - Each file is written to a new file created exclusively beside it (mode 0600), given its
     owner and mode, synced to disk and renamed over the path, so a run killed at any moment
     leaves each path whole, old or new.
-  - A path of I(files) or I(remove) that is a symbolic link, a directory or any other
-    non-regular file is refused before anything changes; links are never followed, and not
-    replaced either (the link may be the admin's; replacing it would silently drop what it
-    points to). The directories above a path are trusted as they are (root's C(/etc/apt)); a
-    missing one is created with mode 0755 and removed again on a rollback.
+  - Links are never followed. A path of I(files) that is a symbolic link is refused before
+    anything changes, and not replaced either (the link may be the admin's; replacing it would
+    silently drop what it points to). A path of I(remove) that is a link is removed itself,
+    never its target, and made again as the same link on a rollback. A directory, FIFO, socket
+    or device at any path is refused. The directories above a path are trusted as they are
+    (root's C(/etc/apt)); a missing one is created with mode 0755 and removed again on a
+    rollback.
   - Nothing is written and apt-get update does not run when every file already has its
     content, owner and mode and no path of I(remove) exists, unless I(update=always).
   - Check mode reads only; it reports which files would be written, created and removed, and
@@ -81,7 +83,9 @@ options:
         type: raw
         default: "0644"
   remove:
-    description: Paths that must not exist (absolute, normalised; regular files or absent).
+    description:
+      - Paths that must not exist (absolute, normalised); a regular file or a symbolic link
+        (removed itself) is removed.
     type: list
     elements: str
     default: []
@@ -377,6 +381,8 @@ def missing_directories(paths: list[str]) -> list[str]:
 def as_text(record: Record) -> str:
     if not record.exists:
         return ""
+    if record.link is not None:
+        return f"({record.describe()})\n"
     try:
         text = record.content.decode("utf-8")
     except UnicodeDecodeError:
@@ -475,7 +481,10 @@ class Transaction:
             if twice:
                 raise Refusal(f"{', '.join(twice)} named twice in files and remove")
             directories = missing_directories([w.path for w in wanted])
-            self.records = [read_record(path) for path in paths]
+            # A link in remove is removed itself (and recorded, to be put back); in files, refused.
+            self.records = [read_record(path) for path in paths[: len(wanted)]] + [
+                read_record(path, links=True) for path in remove
+            ]
         except Refusal as err:
             return self.refuse(str(err))
         except FileRefused as err:

@@ -309,7 +309,7 @@ def test_check_mode_touches_nothing_and_reports_the_diff(etc, tmp_path, capsys, 
     assert not failed and not result["changed"] and result["written"] == []
 
 
-def test_a_link_at_a_path_is_refused_and_neither_followed_nor_replaced(
+def test_a_link_at_a_path_to_write_is_refused_and_neither_followed_nor_replaced(
     etc, tmp_path, capsys, monkeypatch
 ):
     target = tmp_path / "elsewhere.sources"
@@ -325,10 +325,6 @@ def test_a_link_at_a_path_is_refused_and_neither_followed_nor_replaced(
                 entry(link, content="x\n"),
             ]
         },
-        {
-            "files": [entry(etc / "sources.list.d" / "rocm.sources", content="new\n")],
-            "remove": [str(link)],
-        },
         {"files": [entry(etc / "keyrings" / "rocm.gpg", src=str(link))]},
     ):
         failed, result = run_module(args, capsys, monkeypatch, apt)
@@ -336,6 +332,33 @@ def test_a_link_at_a_path_is_refused_and_neither_followed_nor_replaced(
         assert f"{link} is a symbolic link (to '{target}')" in result["msg"], result["msg"]
         assert result["msg"].endswith("Nothing on this host was changed.")
         assert tree(etc) == before and target.read_bytes() == outside and apt.calls == 0
+
+
+def test_a_link_to_remove_is_removed_itself_and_made_again_on_a_rollback(
+    etc, tmp_path, capsys, monkeypatch
+):
+    """As a trusted.gpg.d entry can be a link to a keyring elsewhere: the link goes, the file it
+    points to stays; when apt then fails, the same link (target text, owner) is back."""
+    target = tmp_path / "usr-share-keyrings-rocm.gpg"
+    target.write_bytes(b"\x99keyring")
+    link = etc / "trusted.gpg.d" / "rocm.gpg"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    os.lchown(link, *OTHER)
+    rocm = etc / "sources.list.d" / "rocm.sources"
+    args = {
+        "files": [entry(rocm, content="URIs: http://mirror/rocm/apt/7.1\n")],
+        "remove": [str(link)],
+    }
+    before = tree(etc)
+
+    failed, result = run_module(args, capsys, monkeypatch, FakeApt(tmp_path, [rocm]))
+    assert failed and tree(etc) == before and target.read_bytes() == b"\x99keyring"
+    assert result["restored"] == [str(rocm), str(link)]
+
+    failed, result = run_module(args, capsys, monkeypatch, FakeApt(tmp_path, [rocm], broken="x"))
+    assert not failed and result["removed"] == [str(link)]
+    assert not os.path.lexists(link) and target.read_bytes() == b"\x99keyring"
 
 
 @pytest.mark.parametrize(
@@ -547,11 +570,15 @@ def test_records_restore_byte_identical_from_their_json_form(etc, tmp_path):
     paths = [str(p) for p in sorted(etc.rglob("*")) if p.is_file()] + [
         str(etc / "sources.list.d" / "gone.sources")
     ]
-    saved = json.dumps([apt_files.read_record(p).to_dict() for p in paths])
+    (etc / "sources.list.d" / "linked.sources").symlink_to("rocm.sources")
+    paths.insert(-1, str(etc / "sources.list.d" / "linked.sources"))
+    saved = json.dumps([apt_files.read_record(p, links=True).to_dict() for p in paths])
     before = tree(etc)
     (etc / "keyrings" / "rocm.gpg").write_bytes(b"other")
     os.chmod(etc / "sources.list.d" / "rocm.sources", 0o600)
     (etc / "sources.list.d" / "amdgpu.sources").unlink()
+    (etc / "sources.list.d" / "linked.sources").unlink()
+    (etc / "sources.list.d" / "linked.sources").symlink_to("amdgpu.sources")
     (etc / "sources.list.d" / "gone.sources").write_text("added later\n")
 
     done = apt_files.restore([apt_files.Record.from_dict(r) for r in json.loads(saved)])
