@@ -337,7 +337,9 @@ def test_a_failed_upgrade_puts_the_overwritten_sources_back():
     )
     assert run.returncode != 0
     message = " ".join(failures(run)[D12].split())
-    assert "Refresh the apt lists with the new sources failed" in message, message
+    assert "rocm_repo: apt-get update failed with the new sources for ROCm 7.1: " in message, (
+        message
+    )
     # apt's own words, not an empty cause.
     assert "rocm/apt/7.1" in message and "Packages" in message
     kept = ["/etc/apt/keyrings/rocm.gpg", "/etc/apt/preferences.d/rocm-pin-600", *SOURCES]
