@@ -1,4 +1,5 @@
-"""``rocmlab allreduce``: its arguments, and the call into rocmlab.allreduce (imported to run)."""
+"""``rocmlab allreduce``: its arguments, and the call into rocmlab.allreduce.job (imported to
+run)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from rocmlab.allreduce.msgsize import parse_size, parse_sizes
 from rocmlab.commands.argtypes import POSITIVE_INT, SEED, number
-from rocmlab.errors import UsageError
-from rocmlab.msgsize import parse_size, parse_sizes
+from rocmlab.common.errors import UsageError
 
 NAME = "allreduce"
 DEFAULT_SIZES = "1K:4M"
@@ -188,10 +189,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--backend nccl needs GPUs: use --backend gloo with --device cpu")
     if args.json_path is not None:
         check_json_path(args.json_path)
-    from rocmlab.torch_import import import_torch
+    from rocmlab.torchjob.torch_import import import_torch
 
     import_torch()
-    from rocmlab.allreduce import AllreduceOptions, run_allreduce
+    from rocmlab.allreduce.job import AllreduceOptions, run_allreduce
 
     options = AllreduceOptions(
         sizes=args.sizes,

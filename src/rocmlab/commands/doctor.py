@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rocmlab import __version__
 from rocmlab.commands.argtypes import number
-from rocmlab.errors import RocmlabError, UsageError
+from rocmlab.common.errors import RocmlabError, UsageError
 
 NAME = "doctor"
 USAGE_EXIT = 2

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rocmlab.commands.argtypes import ATTEMPTS, SECONDS, number
 from rocmlab.commands.smoke import EXIT_CODES
-from rocmlab.datasets import DATASETS
-from rocmlab.errors import ExitCode
+from rocmlab.common.errors import ExitCode
+from rocmlab.datasets.catalog import DATASETS
 
 NAME = "fetch-mnist"
 
@@ -71,7 +71,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``rocmlab fetch-mnist``."""
-    from rocmlab.fetch import FetchOptions, fetch_dataset
+    from rocmlab.datasets.fetch import FetchOptions, fetch_dataset
 
     options = FetchOptions(
         attempts=args.attempts, timeout=args.timeout, retry_delay=args.retry_delay

@@ -9,7 +9,7 @@ import traceback
 from pathlib import Path
 
 from rocmlab.commands.argtypes import SLOW_FRACTION
-from rocmlab.errors import UsageError
+from rocmlab.common.errors import UsageError
 
 NAME = "fleet-report"
 USAGE_EXIT = 2

@@ -1,17 +1,17 @@
 """``rocmlab smoke``: its arguments, the checks made before anything heavy, and the call into
-rocmlab.job (which imports torch only to run)."""
+rocmlab.smoke.job (which imports torch only to run)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from rocmlab.amp import AMP_CHOICES
 from rocmlab.commands.argtypes import FRACTION, LR, MOMENTUM, POSITIVE_INT, SEED, comma_list
-from rocmlab.datasets import DATASETS
-from rocmlab.errors import UsageError
-from rocmlab.gates import DEFAULT_EPOCHS, DEFAULT_RECIPE
-from rocmlab.report import (
+from rocmlab.common.errors import UsageError
+from rocmlab.datasets.catalog import DATASETS
+from rocmlab.smoke.amp import AMP_CHOICES
+from rocmlab.smoke.gates import DEFAULT_EPOCHS, DEFAULT_RECIPE
+from rocmlab.smoke.report import (
     MODEL_CHOICES,
     TECHNIQUES,
     check_output_path,
@@ -177,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
         if "profile" in args.techniques:
             check_output_path(trace_path_for(args.json_path), "--json (its profile trace)")
     doctor = load_doctor_document(args.doctor_json) if args.doctor_json is not None else None
-    from rocmlab.job import SmokeOptions, run_smoke
+    from rocmlab.smoke.job import run_smoke
+    from rocmlab.smoke.options import SmokeOptions
 
     options = SmokeOptions(
         data=args.data,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocmlab.textsafe import for_terminal, valid_unicode
+from rocmlab.common.textsafe import for_terminal, valid_unicode
 
 SCHEMA_VERSION = 1
 TOOL = "rocmlab doctor"

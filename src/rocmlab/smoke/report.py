@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from rocmlab import __version__
-from rocmlab.errors import UsageError
+from rocmlab.common.errors import UsageError
 
 SCHEMA_VERSION = 2
-# The choices of --model and --techniques (rocmlab.model and rocmlab.techniques implement them).
+# The choices of --model and --techniques (smoke.model and smoke.techniques implement them).
 MODEL_CHOICES = ("mlp", "cnn")
 TECHNIQUES = ("accumulation", "checkpoint", "amp", "profile")
-# 0-4 (rocmlab.errors.ExitCode), and 128 + the signal's number for SIGINT (130) and SIGTERM (143).
+# 0-4 (common.errors.ExitCode), and 128 + the signal's number for SIGINT (130) and SIGTERM (143).
 EXIT_CODES = [0, 1, 2, 3, 4, 130, 143]
 DOCTOR_TOOL = "rocmlab doctor"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from rocmlab import __version__
-from rocmlab.msgsize import format_bytes
-from rocmlab.textsafe import valid_unicode
+from rocmlab.allreduce.msgsize import format_bytes
+from rocmlab.common.textsafe import valid_unicode
 
 SCHEMA_VERSION = 1
 TOOL = "rocmlab allreduce"
