@@ -4,13 +4,12 @@ run)."""
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 
 from rocmlab.allreduce.msgsize import parse_size, parse_sizes
 from rocmlab.commands.argtypes import POSITIVE_INT, SEED, number
 from rocmlab.common.errors import UsageError
+from rocmlab.common.outputs import probe_directory
 
 NAME = "allreduce"
 DEFAULT_SIZES = "1K:4M"
@@ -170,13 +169,11 @@ def check_json_path(path: Path) -> None:
             "first or give a path in an existing directory"
         )
     try:
-        handle, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
+        probe_directory(parent, path.name)
     except OSError as exc:
         raise UsageError(
             f"--json {path}: cannot write in the directory {parent} ({exc.strerror})"
         ) from exc
-    os.close(handle)
-    os.unlink(probe)
 
 
 def run(args: argparse.Namespace) -> int:

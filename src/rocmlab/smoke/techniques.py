@@ -30,11 +30,11 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.checkpoint import checkpoint
 
+from rocmlab.common.outputs import atomic_file
 from rocmlab.smoke.gates import Check
 from rocmlab.smoke.interrupt import Phase
 from rocmlab.smoke.model import StepModel, build_model, has_batch_norm
 from rocmlab.smoke.numeric import compare, full_fp32
-from rocmlab.smoke.report import atomic_file
 from rocmlab.smoke.train import (
     DeviceData,
     TrainConfig,
