@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from rocmlab.commands.argtypes import ATTEMPTS, SECONDS, number
-from rocmlab.commands.smoke import EXIT_CODES
+from rocmlab.common import contract
 from rocmlab.common.errors import ExitCode
 from rocmlab.datasets.catalog import DATASETS
 
@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "and are retried a bounded number of times with exponential back-off. Files already\n"
             "in DEST that verify are kept. Needs no PyTorch."
         ),
-        epilog=EXIT_CODES,
+        epilog=contract.exit_codes_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     fetch.add_argument(
@@ -43,7 +43,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="directory to stage the files in (created if missing)",
     )
     fetch.add_argument(
-        "--dataset", choices=sorted(DATASETS), default="mnist", help="(default: %(default)s)"
+        "--dataset",
+        choices=sorted(contract.DATASETS),
+        default="mnist",
+        help="(default: %(default)s)",
     )
     fetch.add_argument(
         "--attempts",

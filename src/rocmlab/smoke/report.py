@@ -13,15 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from rocmlab import __version__
+from rocmlab.common import contract
 from rocmlab.common.errors import UsageError
 from rocmlab.common.outputs import finite, probe_directory, write_atomic
 
 SCHEMA_VERSION = 2
-# The choices of --model and --techniques (smoke.model and smoke.techniques implement them).
-MODEL_CHOICES = ("mlp", "cnn")
-TECHNIQUES = ("accumulation", "checkpoint", "amp", "profile")
-# 0-4 (common.errors.ExitCode), and 128 + the signal's number for SIGINT (130) and SIGTERM (143).
-EXIT_CODES = [0, 1, 2, 3, 4, 130, 143]
+# The choices of --model and --techniques (smoke.model and smoke.techniques implement them) and
+# the exit codes: 0-4 (common.errors.ExitCode), and 128 + the signal's number for SIGINT (130)
+# and SIGTERM (143); all from the CLI's contract (rocmlab/data/cli_contract.json).
+MODEL_CHOICES = contract.MODELS
+TECHNIQUES = contract.TECHNIQUES
+EXIT_CODES = list(contract.EXIT_CODES)
 DOCTOR_TOOL = "rocmlab doctor"
 
 _NUM = {"type": ["number", "null"]}
@@ -98,7 +100,7 @@ REPORT_SCHEMA: dict[str, Any] = {
         "gpu_env": {"type": ["object", "null"], "additionalProperties": _STR},
         "world_size": {"type": "integer", "minimum": 1},
         "ranks": {"type": "array", "items": _RANK},
-        "dataset": {"enum": ["mnist", "fashion-mnist"]},
+        "dataset": {"enum": list(contract.DATASETS)},
         "data_dir": {"type": "string"},
         "epochs": {"type": "integer", "minimum": 1},
         "batch_size": {"type": "integer", "minimum": 1},
