@@ -11,7 +11,7 @@ hyperparameters: SGD lr 0.01, no momentum, batch 64, fp32.
             DataLoader(batch_size=64, shuffle=True); the tutorial's loop, loss.item() every step.
             torchvision also round-trips every sample through a PIL image; --tutorial-decode pil
             adds that when Pillow and numpy are installed (they are not rocmlab dependencies).
-  rocmlab   rocmlab.train: the dataset resident on the device, one permutation per epoch,
+  rocmlab   rocmlab.smoke.train: the dataset resident on the device, one permutation per epoch,
             index_select batches, losses kept on the device (normalised with the dataset's own
             mean/std instead of 0.5/0.5; the arithmetic per sample is the same).
 
@@ -39,19 +39,19 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
-from rocmlab.torch_import import import_torch  # noqa: E402
+from rocmlab.torchjob.torch_import import import_torch  # noqa: E402
 
 torch = import_torch()
 
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
-from rocmlab.datadir import load_dataset  # noqa: E402
-from rocmlab.device import cpu_name, probe_device, synchronize  # noqa: E402
-from rocmlab.distributed import DistContext  # noqa: E402
-from rocmlab.model import build_model  # noqa: E402
-from rocmlab.progress import Progress  # noqa: E402
-from rocmlab.train import TrainConfig, images_tensor, labels_tensor, to_device, train  # noqa: E402
+from rocmlab.datasets.datadir import load_dataset  # noqa: E402
+from rocmlab.smoke.model import build_model  # noqa: E402
+from rocmlab.smoke.train import TrainConfig, images_tensor, labels_tensor, to_device, train  # noqa: E402
+from rocmlab.torchjob.device import cpu_name, probe_device, synchronize  # noqa: E402
+from rocmlab.torchjob.distributed import DistContext  # noqa: E402
+from rocmlab.torchjob.progress import Progress  # noqa: E402
 
 BATCH, LR = 64, 0.01
 

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 from rocmlab import __version__
 from rocmlab.commands import allreduce, doctor, fetch_mnist, fleet_report, smoke
-from rocmlab.errors import ExitCode, RocmlabError, UsageError
+from rocmlab.common.errors import ExitCode, RocmlabError, UsageError
 
 # In the order ``rocmlab --help`` lists them.
 COMMANDS = (smoke, fetch_mnist, doctor, fleet_report, allreduce)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from rocmlab_testutil import REPO, STAGE_TOOL
 
-from rocmlab.datasets import DATASETS
+from rocmlab.datasets.catalog import DATASETS
 
 # The roles' modules import their shared code from the collection rocmlab.rocmlab, which
 # collections/ (a link to this checkout) provides, as ansible.cfg's collections_path does.

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rocmlab.idx import encode_idx
+from rocmlab.datasets.idx import encode_idx
 
 REPO = Path(__file__).resolve().parents[2]
 STAGE_TOOL = REPO / "tools" / "stage-test-data"

@@ -27,12 +27,8 @@ import torch
 import torch.distributed as dist
 from rocmlab_testutil import REPO, run_cli
 
-from rocmlab.allreduce import short_error, size_entry
-from rocmlab.allreduce_report import ALLREDUCE_SCHEMA, new_report, summary_lines, write_json
-from rocmlab.bandwidth import algbw_gbps, allreduce_bus_factor, busbw_gbps, size_figures
-from rocmlab.cli import main
-from rocmlab.distributed import host_name, node_rank
-from rocmlab.exactsum import (
+from rocmlab.allreduce.bandwidth import algbw_gbps, allreduce_bus_factor, busbw_gbps, size_figures
+from rocmlab.allreduce.exactsum import (
     COMPARE_CHUNK_PERIODS,
     FLOAT32_EXACT,
     PERIOD,
@@ -42,9 +38,13 @@ from rocmlab.exactsum import (
     expected_row,
     period_for,
 )
-from rocmlab.liveness import Liveness, Watchdog
-from rocmlab.msgsize import format_bytes, parse_sizes
-from rocmlab.pairs import flag_slow, nodes_from_hosts, plan_pairs, round_robin
+from rocmlab.allreduce.job import short_error, size_entry
+from rocmlab.allreduce.liveness import Liveness, Watchdog
+from rocmlab.allreduce.msgsize import format_bytes, parse_sizes
+from rocmlab.allreduce.pairs import flag_slow, nodes_from_hosts, plan_pairs, round_robin
+from rocmlab.allreduce.report import ALLREDUCE_SCHEMA, new_report, summary_lines, write_json
+from rocmlab.cli import main
+from rocmlab.torchjob.distributed import host_name, node_rank
 
 HOSTS = ("node-a", "node-b", "node-c")
 

@@ -25,9 +25,9 @@ import jsonschema
 import pytest
 from rocmlab_testutil import REPO, run_cli
 
-from rocmlab.allreduce_report import ALLREDUCE_SCHEMA
-from rocmlab.distributed import MAX_JSON_BYTES, _check_lengths
-from rocmlab.rendezvous import PortInUse, listen_socket, port_holder
+from rocmlab.allreduce.report import ALLREDUCE_SCHEMA
+from rocmlab.torchjob.distributed import MAX_JSON_BYTES, _check_lengths
+from rocmlab.torchjob.rendezvous import PortInUse, listen_socket, port_holder
 
 STEP_TIMEOUT = 5
 # Starting Python and importing torch on a loaded 2-core test machine, plus the step timeout.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocmlab.amp import arch_has_bf16, base_arch, choose_amp_dtype
-from rocmlab.errors import UsageError
+from rocmlab.common.errors import UsageError
+from rocmlab.smoke.amp import arch_has_bf16, base_arch, choose_amp_dtype
 
 
 @pytest.mark.parametrize(

@@ -128,7 +128,7 @@ def test_require_gpu_with_device_cpu_is_contradictory(tmp_path: Path) -> None:
 
 
 def test_cli_module_does_not_import_torch() -> None:
-    code = "import sys, rocmlab.cli, rocmlab.fetch; sys.exit('torch' in sys.modules)"
+    code = "import sys, rocmlab.cli, rocmlab.datasets.fetch; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
 
 

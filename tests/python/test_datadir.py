@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from rocmlab_testutil import copy_dataset, link_dataset, write_idx
 
-from rocmlab.datadir import load_dataset, locate
-from rocmlab.datasets import DATASETS, MNIST
-from rocmlab.errors import DataError
+from rocmlab.common.errors import DataError
+from rocmlab.datasets.catalog import DATASETS, MNIST
+from rocmlab.datasets.datadir import load_dataset, locate
 
 STEMS = [f.stem for f in MNIST.files]
 

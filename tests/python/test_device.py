@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rocmlab.device import gpu_env, probe_device, torch_build, why_no_gpu
-from rocmlab.errors import GpuAbsentError, UsageError
+from rocmlab.common.errors import GpuAbsentError, UsageError
+from rocmlab.torchjob.device import gpu_env, probe_device, torch_build, why_no_gpu
 
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="this host has a GPU")
 

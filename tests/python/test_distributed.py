@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 from rocmlab_testutil import REPO
 
-from rocmlab.report import REPORT_SCHEMA
+from rocmlab.smoke.report import REPORT_SCHEMA
 
 
 def test_two_process_gloo_run(real_data: dict[str, Path], tmp_path: Path) -> None:

@@ -23,6 +23,8 @@ import pytest
 from doctor_fixtures import FIXTURES, build
 from rocmlab_testutil import REPO
 
+from rocmlab.common.hostread import MIB, read_bounded
+from rocmlab.common.textsafe import for_terminal, valid_unicode
 from rocmlab.doctor import context as doctor_context
 from rocmlab.doctor.context import (
     KERNEL_LOG_LIMIT,
@@ -34,8 +36,6 @@ from rocmlab.doctor.context import (
     run_command,
 )
 from rocmlab.doctor.model import DOCTOR_SCHEMA
-from rocmlab.hostread import MIB, read_bounded
-from rocmlab.textsafe import for_terminal, valid_unicode
 
 LOG = FIXTURES / "doctor" / "kernel-logs" / "radeon-7900xtx-boot.log"
 RAW_UNSAFE = ["\x1b", "\x07", "\x9b", "\u202e", "\u2066", "\u200f", "\u2028"]

@@ -13,8 +13,8 @@ import pytest
 from rocmlab_testutil import copy_dataset, link_dataset
 
 from rocmlab.cli import main
-from rocmlab.datadir import load_dataset
-from rocmlab.datasets import FASHION_MNIST, MNIST
+from rocmlab.datasets.catalog import FASHION_MNIST, MNIST
+from rocmlab.datasets.datadir import load_dataset
 
 
 @dataclass

@@ -40,8 +40,9 @@ from fleet_testutil import (
 from rocmlab_testutil import REPO
 
 from rocmlab.cli import main
+from rocmlab.common.hostread import read_at_most
 from rocmlab.fleet import outputs
-from rocmlab.fleet.bounded import MAX_BYTES, read_at_most
+from rocmlab.fleet.bounded import MAX_BYTES
 
 # What must never reach a terminal raw: C0/C1 controls (newline aside: it ends the table's own
 # lines), DEL, the Unicode line separators and the bidirectional controls.

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rocmlab.gates import (
+from rocmlab.smoke.gates import (
     DEFAULT_RECIPE,
     accuracy_check,
     default_min_accuracy,
@@ -51,9 +51,9 @@ def test_default_gates(model: str, dataset: str, epochs: int, default: bool, gat
 
 
 def test_every_model_and_dataset_has_gates() -> None:
-    from rocmlab.datasets import DATASETS
-    from rocmlab.model import MODELS
-    from rocmlab.report import MODEL_CHOICES
+    from rocmlab.datasets.catalog import DATASETS
+    from rocmlab.smoke.model import MODELS
+    from rocmlab.smoke.report import MODEL_CHOICES
 
     assert set(MODELS) == set(MODEL_CHOICES)
     for model in MODEL_CHOICES:

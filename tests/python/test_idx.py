@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from rocmlab.idx import IdxFormatError, encode_idx, parse_header, parse_idx
+from rocmlab.datasets.idx import IdxFormatError, encode_idx, parse_header, parse_idx
 
 
 def test_round_trip_uint8_images() -> None:

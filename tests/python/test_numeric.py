@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from rocmlab.datadir import load_dataset
-from rocmlab.model import build_model
-from rocmlab.numeric import Perturb, check_agreement
-from rocmlab.train import images_tensor, labels_tensor, normalise
+from rocmlab.datasets.datadir import load_dataset
+from rocmlab.smoke.model import build_model
+from rocmlab.smoke.numeric import Perturb, check_agreement
+from rocmlab.smoke.train import images_tensor, labels_tensor, normalise
 
 CPU = torch.device("cpu")
 

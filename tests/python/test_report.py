@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from rocmlab.report import REPORT_SCHEMA, new_report, summary_lines, write_report
+from rocmlab.smoke.report import REPORT_SCHEMA, new_report, summary_lines, write_report
 
 OPTIONS = {
     "dataset": "mnist",

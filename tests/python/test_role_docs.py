@@ -21,9 +21,11 @@ _spec.loader.exec_module(role_docs)
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
-    """The roles and the lab example, copied so that a test can make them drift."""
+    """The roles, the lab example and the CLI's contract (which the smoke_test role copies),
+    copied so that a test can make them drift."""
     shutil.copytree(REPO / "roles", tmp_path / "roles")
     shutil.copytree(REPO / "inventory", tmp_path / "inventory")
+    shutil.copytree(REPO / "src" / "rocmlab" / "data", tmp_path / "src" / "rocmlab" / "data")
     return tmp_path
 
 

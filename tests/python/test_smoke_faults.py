@@ -19,8 +19,8 @@ import jsonschema
 import pytest
 from rocmlab_testutil import REPO, without_torch
 
-from rocmlab.interrupt import Interrupted, Phase, interruptible
-from rocmlab.report import REPORT_SCHEMA, check_output_path, new_report, write_report
+from rocmlab.smoke.interrupt import Interrupted, Phase, interruptible
+from rocmlab.smoke.report import REPORT_SCHEMA, check_output_path, new_report, write_report
 
 # A `rocmlab doctor --json` document in the format the doctor command writes (schema_version 1).
 DOCTOR = {

@@ -11,7 +11,7 @@ import pytest
 import torch
 from rocmlab_testutil import copy_dataset, run_cli
 
-from rocmlab.report import REPORT_SCHEMA
+from rocmlab.smoke.report import REPORT_SCHEMA
 
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="this host has a GPU")
 
@@ -183,8 +183,8 @@ def test_altered_file_exits_3_naming_it(real_data: dict[str, Path], tmp_path: Pa
 def test_a_crashing_gpu_stack_is_a_failed_check_with_a_hint(
     real_data: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rocmlab import job
-    from rocmlab import smoke as smoke_module
+    from rocmlab.smoke import checks as smoke_module
+    from rocmlab.smoke import job
 
     def crash(*args: object, **kwargs: object) -> None:
         raise RuntimeError("HIP error: hipErrorNoBinaryForGpu: Unable to find code object")

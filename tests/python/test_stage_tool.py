@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rocmlab_testutil import STAGE_TOOL
 
-from rocmlab.datadir import load_dataset
+from rocmlab.datasets.datadir import load_dataset
 
 
 def stage(*args: str) -> subprocess.CompletedProcess[str]:

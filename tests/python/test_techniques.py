@@ -16,19 +16,18 @@ import pytest
 import torch
 from rocmlab_testutil import run_cli
 
-from rocmlab.datadir import load_dataset
-from rocmlab.distenv import DistContext
-from rocmlab.interrupt import Phase
-from rocmlab.model import build_model
-from rocmlab.report import REPORT_SCHEMA
-from rocmlab.techniques import (
+from rocmlab.datasets.datadir import load_dataset
+from rocmlab.smoke.interrupt import Phase
+from rocmlab.smoke.model import build_model
+from rocmlab.smoke.report import REPORT_SCHEMA
+from rocmlab.smoke.techniques import (
     MICRO_BATCHES,
     TechniqueSetup,
     accumulation_gradients,
     checkpoint_gradients,
     compare_precisions,
 )
-from rocmlab.train import (
+from rocmlab.smoke.train import (
     DeviceData,
     TrainConfig,
     images_tensor,
@@ -36,6 +35,7 @@ from rocmlab.train import (
     normalise,
     to_device,
 )
+from rocmlab.torchjob.distenv import DistContext
 
 MODELS = ["mlp", "cnn"]
 

@@ -50,7 +50,7 @@ sys.exit(1)
 """
 
 sys.path.insert(0, str(PROJECT / "src"))
-from rocmlab.allreduce_report import ALLREDUCE_SCHEMA  # noqa: E402 (after the path)
+from rocmlab.allreduce.report import ALLREDUCE_SCHEMA  # noqa: E402 (after the path)
 
 
 def node(name: str):

@@ -1,15 +1,15 @@
-"""``rocmlab allreduce``: its arguments, and the call into rocmlab.allreduce (imported to run)."""
+"""``rocmlab allreduce``: its arguments, and the call into rocmlab.allreduce.job (imported to
+run)."""
 
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 
+from rocmlab.allreduce.msgsize import parse_size, parse_sizes
 from rocmlab.commands.argtypes import POSITIVE_INT, SEED, number
-from rocmlab.errors import UsageError
-from rocmlab.msgsize import parse_size, parse_sizes
+from rocmlab.common.errors import UsageError
+from rocmlab.common.outputs import probe_directory
 
 NAME = "allreduce"
 DEFAULT_SIZES = "1K:4M"
@@ -169,13 +169,11 @@ def check_json_path(path: Path) -> None:
             "first or give a path in an existing directory"
         )
     try:
-        handle, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
+        probe_directory(parent, path.name)
     except OSError as exc:
         raise UsageError(
             f"--json {path}: cannot write in the directory {parent} ({exc.strerror})"
         ) from exc
-    os.close(handle)
-    os.unlink(probe)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -188,10 +186,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--backend nccl needs GPUs: use --backend gloo with --device cpu")
     if args.json_path is not None:
         check_json_path(args.json_path)
-    from rocmlab.torch_import import import_torch
+    from rocmlab.torchjob.torch_import import import_torch
 
     import_torch()
-    from rocmlab.allreduce import AllreduceOptions, run_allreduce
+    from rocmlab.allreduce.job import AllreduceOptions, run_allreduce
 
     options = AllreduceOptions(
         sizes=args.sizes,

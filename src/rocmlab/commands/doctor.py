@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from rocmlab import __version__
 from rocmlab.commands.argtypes import number
-from rocmlab.errors import RocmlabError, UsageError
+from rocmlab.common.errors import RocmlabError, UsageError
+from rocmlab.common.outputs import probe_directory
 
 NAME = "doctor"
 USAGE_EXIT = 2
@@ -158,11 +157,9 @@ def _writable(option: str, path: Path) -> None:
     if not parent.is_dir():
         raise UsageError(f"{option} {path}: {parent} is not a directory", USAGE_EXIT)
     try:
-        handle, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
+        probe_directory(parent, path.name)
     except OSError as exc:
         raise UsageError(
             f"{option} {path}: cannot write in the directory {parent} ({exc.strerror})",
             USAGE_EXIT,
         ) from exc
-    os.close(handle)
-    os.unlink(probe)

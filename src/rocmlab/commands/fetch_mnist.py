@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 from rocmlab.commands.argtypes import ATTEMPTS, SECONDS, number
-from rocmlab.commands.smoke import EXIT_CODES
-from rocmlab.datasets import DATASETS
-from rocmlab.errors import ExitCode
+from rocmlab.common import contract
+from rocmlab.common.errors import ExitCode
+from rocmlab.datasets.catalog import DATASETS
 
 NAME = "fetch-mnist"
 
@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "and are retried a bounded number of times with exponential back-off. Files already\n"
             "in DEST that verify are kept. Needs no PyTorch."
         ),
-        epilog=EXIT_CODES,
+        epilog=contract.exit_codes_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     fetch.add_argument(
@@ -43,7 +43,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="directory to stage the files in (created if missing)",
     )
     fetch.add_argument(
-        "--dataset", choices=sorted(DATASETS), default="mnist", help="(default: %(default)s)"
+        "--dataset",
+        choices=sorted(contract.DATASETS),
+        default="mnist",
+        help="(default: %(default)s)",
     )
     fetch.add_argument(
         "--attempts",
@@ -71,7 +74,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``rocmlab fetch-mnist``."""
-    from rocmlab.fetch import FetchOptions, fetch_dataset
+    from rocmlab.datasets.fetch import FetchOptions, fetch_dataset
 
     options = FetchOptions(
         attempts=args.attempts, timeout=args.timeout, retry_delay=args.retry_delay

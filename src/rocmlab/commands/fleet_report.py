@@ -9,7 +9,7 @@ import traceback
 from pathlib import Path
 
 from rocmlab.commands.argtypes import SLOW_FRACTION
-from rocmlab.errors import UsageError
+from rocmlab.common.errors import UsageError
 
 NAME = "fleet-report"
 USAGE_EXIT = 2
@@ -73,17 +73,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``rocmlab fleet-report``: any failure to make the report is exit 2, never 1 (not
     ready) and never a partial set of outputs."""
-    from rocmlab.fleet.text import visible
+    from rocmlab.common.textsafe import for_terminal
 
     try:
         return _run(args)
     except UsageError as exc:
-        raise UsageError(visible(str(exc)), exc.exit_code) from None
+        raise UsageError(for_terminal(str(exc)), exc.exit_code) from None
     except Exception as exc:  # a fault in rocmlab: still not "a host is not ready"
         for line in traceback.format_exc().splitlines():
-            print(visible(line), file=sys.stderr)
+            print(for_terminal(line), file=sys.stderr)
         raise UsageError(
-            visible(f"the report could not be made: {type(exc).__name__}: {exc} (a fault)"),
+            for_terminal(f"the report could not be made: {type(exc).__name__}: {exc} (a fault)"),
             USAGE_EXIT,
         ) from None
 
@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import json
 
+    from rocmlab.common.textsafe import for_terminal
     from rocmlab.fleet.gather import ReportsDirError
     from rocmlab.fleet.html import fleet_html
     from rocmlab.fleet.inventory import InventoryError, parse_host_list, read_inventory
@@ -98,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     from rocmlab.fleet.outputs import OutputError, write_all
     from rocmlab.fleet.rules import build_fleet
     from rocmlab.fleet.table import table_lines
-    from rocmlab.fleet.text import decodable, visible
+    from rocmlab.fleet.text import decodable
 
     reports_dir: Path = args.reports_dir
     if not reports_dir.is_dir():
@@ -141,5 +142,5 @@ def _run(args: argparse.Namespace) -> int:
     for line in lines:
         print(line)
     wrote = ", ".join(str(reports_dir / name) for name in OUTPUTS)
-    print(f"wrote {visible(decodable(wrote))}")
+    print(f"wrote {for_terminal(decodable(wrote))}")
     return 0 if fleet["ready"] else 1

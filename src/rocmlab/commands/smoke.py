@@ -1,32 +1,20 @@
 """``rocmlab smoke``: its arguments, the checks made before anything heavy, and the call into
-rocmlab.job (which imports torch only to run)."""
+rocmlab.smoke.job (which imports torch only to run)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from rocmlab.amp import AMP_CHOICES
 from rocmlab.commands.argtypes import FRACTION, LR, MOMENTUM, POSITIVE_INT, SEED, comma_list
-from rocmlab.datasets import DATASETS
-from rocmlab.errors import UsageError
-from rocmlab.gates import DEFAULT_EPOCHS, DEFAULT_RECIPE
-from rocmlab.report import (
-    MODEL_CHOICES,
-    TECHNIQUES,
-    check_output_path,
-    load_doctor_document,
-    trace_path_for,
-)
+from rocmlab.common import contract
+from rocmlab.common.errors import UsageError
+from rocmlab.smoke.amp import AMP_CHOICES
+from rocmlab.smoke.gates import DEFAULT_EPOCHS, DEFAULT_RECIPE
+from rocmlab.smoke.report import check_output_path, load_doctor_document, trace_path_for
 
 NAME = "smoke"
-EXIT_CODES = """exit codes:
-  0  all checks passed
-  1  a check failed (or torch is missing)
-  2  a GPU was required but the run would be on the CPU
-  3  data missing, truncated, altered or not fetchable
-  4  bad arguments (also: the --json PATH cannot be written, --doctor-json FILE unreadable)
-  130, 143  interrupted by SIGINT, SIGTERM (smoke writes its report first)"""
+EXIT_CODES = contract.exit_codes_help()  # also fetch-mnist's
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -57,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     smoke.add_argument(
         "--dataset",
-        choices=sorted(DATASETS),
+        choices=sorted(contract.DATASETS),
         default="mnist",
         help="which dataset DIR holds (default: %(default)s)",
     )
@@ -75,14 +63,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     smoke.add_argument(
         "--model",
-        choices=MODEL_CHOICES,
+        choices=contract.MODELS,
         default="mlp",
         help="mlp: the tutorial's 784-128-64-10 MLP; cnn: a small CNN (3 x conv + batch-norm + "
         "max-pool), each with its own accuracy gates (default: %(default)s)",
     )
     smoke.add_argument(
         "--techniques",
-        type=comma_list(TECHNIQUES),
+        type=comma_list(contract.TECHNIQUES),
         default=(),
         metavar="LIST",
         help="also check these training techniques, comma-separated: accumulation (gradient "
@@ -177,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
         if "profile" in args.techniques:
             check_output_path(trace_path_for(args.json_path), "--json (its profile trace)")
     doctor = load_doctor_document(args.doctor_json) if args.doctor_json is not None else None
-    from rocmlab.job import SmokeOptions, run_smoke
+    from rocmlab.smoke.job import run_smoke
+    from rocmlab.smoke.options import SmokeOptions
 
     options = SmokeOptions(
         data=args.data,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocmlab.hostread import KIB, MIB, HostRead, describe_limit, read_bounded
+from rocmlab.common.hostread import KIB, MIB, HostRead, describe_limit, read_bounded
 
 # Seconds a probed command may take (clinfo on a hung GPU can block), and how long to wait for
 # it to end once killed.

@@ -7,14 +7,13 @@ embeds verbatim under ``doctor`` and the tests validate against.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocmlab.textsafe import for_terminal, valid_unicode
+from rocmlab.common.outputs import write_atomic
+from rocmlab.common.textsafe import for_terminal, valid_unicode
 
 SCHEMA_VERSION = 1
 TOOL = "rocmlab doctor"
@@ -127,16 +126,7 @@ def write_json(doc: dict[str, Any], target: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    path = Path(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or Path("."))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(Path(target), text, mode=0o644)
 
 
 _CHECK_SCHEMA: dict[str, Any] = {

@@ -3,10 +3,10 @@ inputs").
 
 Every record in REPORTS_DIR came from a lab machine or an account on one, so it is hostile input:
 
-- ``read_record`` opens it without following a symbolic link and without blocking; anything
-  but a regular file (a link, FIFO, device, socket or directory) is refused before it is opened,
-  and what is opened is checked again with ``fstat``. It reads at most MAX_BYTES + 1 bytes,
-  whatever the file's size claims.
+- ``read_record`` reads it through rocmlab.common.hostread.read_regular without following a
+  symbolic link and without blocking; anything but a regular file (a link, FIFO, device, socket
+  or directory) is refused before it is opened, and what is opened is checked again with
+  ``fstat``. It reads at most MAX_BYTES + 1 bytes, whatever the file's size claims.
 - ``parse_json`` parses strict JSON with bounds: nesting (MAX_DEPTH, checked before the parser
   runs, so deep input never reaches a recursion limit), integers (MAX_INT_DIGITS digits, within a
   64-bit integer), floats (finite only: ``1e400``, ``NaN`` and ``Infinity`` are refused), and
@@ -18,7 +18,6 @@ Each refusal is a RecordError whose message says what was found, for the host's 
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
@@ -29,6 +28,13 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+from rocmlab.common.hostread import (
+    FileReplaced,
+    FileTooLarge,
+    NotRegularFile,
+    file_kind,
+    read_regular,
+)
 from rocmlab.fleet.fields import RecordError
 
 MAX_BYTES = 4 * 1024 * 1024
@@ -36,17 +42,7 @@ MAX_DEPTH = 64
 MAX_INT_DIGITS = 19  # and within a signed 64-bit integer
 MAX_NUMBER_CHARS = 64  # a float's text; Python's repr of any float is at most 24
 _INT_RANGE = 2**63
-_CHUNK = 1024 * 1024
 
-_KINDS = (
-    (stat.S_ISLNK, "a symbolic link"),
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-_RECORD_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 # A JSON string, from its opening quote to its closing one or to the end of the text (a string
@@ -62,34 +58,12 @@ class _Refused(Exception):
     """A value the parser hooks refuse (not a ValueError: json's own errors are those)."""
 
 
-def file_kind(mode: int) -> str:
-    """``a FIFO (named pipe)``, ``a directory``... for a mode that is not a regular file's."""
-    for test, name in _KINDS:
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def _not_regular(mode: int) -> RecordError:
     if stat.S_ISLNK(mode):
         return RecordError(
             "a symbolic link, not followed: a record must be a regular file in REPORTS_DIR"
         )
-    return RecordError(f"{file_kind(mode)}, not a regular file: not read")
-
-
-def read_at_most(fd: int, limit: int) -> bytes:
-    """Up to ``limit + 1`` bytes of ``fd`` (one more than allowed tells a file that is too big),
-    read until the end of the file or the bound, never trusting a size the file claims."""
-    chunks: list[bytes] = []
-    left = limit + 1
-    while left > 0:
-        chunk = os.read(fd, min(left, _CHUNK))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+    return RecordError(f"{file_kind(mode, named_pipe=True)}, not a regular file: not read")
 
 
 def _too_big(limit: int, size: int | None = None, what: str = "any record") -> RecordError:
@@ -112,7 +86,7 @@ def open_directory(name: str, dir_fd: int, label: str) -> int | None:
             "(make it a directory)"
         )
     if not stat.S_ISDIR(mode):
-        raise RecordError(f"{label} is {file_kind(mode)}, expected a directory")
+        raise RecordError(f"{label} is {file_kind(mode, named_pipe=True)}, expected a directory")
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
@@ -124,32 +98,17 @@ def read_record(dir_fd: int, name: str, limit: int = MAX_BYTES) -> bytes | None:
     no such name. RecordError for a link, a special file, a file over ``limit`` bytes or one
     that cannot be read."""
     try:
-        before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        data = read_regular(name, limit, dir_fd=dir_fd, follow_links=False, refuse_larger=True)
     except FileNotFoundError:
         return None
+    except NotRegularFile as exc:
+        raise _not_regular(exc.mode) from None
+    except FileTooLarge as exc:
+        raise _too_big(limit, exc.size) from None
+    except FileReplaced as exc:
+        raise RecordError(f"{exc}: not read") from None
     except OSError as exc:
         raise RecordError(f"cannot be read: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(before.st_mode):
-        raise _not_regular(before.st_mode)
-    if before.st_size > limit:
-        raise _too_big(limit, before.st_size)
-    try:
-        fd = os.open(name, _RECORD_FLAGS, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # made a link after it was looked at
-            raise _not_regular(stat.S_IFLNK) from None
-        raise RecordError(f"cannot be read: {exc.strerror or exc}") from None
-    try:
-        now = os.fstat(fd)
-        if not stat.S_ISREG(now.st_mode):
-            raise _not_regular(now.st_mode)
-        if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
-            raise RecordError("replaced by another file while it was read: not read")
-        data = read_at_most(fd, limit)
-    except OSError as exc:
-        raise RecordError(f"cannot be read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
     if len(data) > limit:
         raise _too_big(limit)
     return data
@@ -160,19 +119,15 @@ def read_file(path: Path, limit: int = MAX_BYTES, what: str = "any record") -> b
     such as the inventory), without blocking, at most ``limit``; RecordError otherwise (``what``
     the file is, for the message)."""
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise RecordError(f"{file_kind(info.st_mode)}, not a regular file: not read")
-        if info.st_size > limit:
-            raise _too_big(limit, info.st_size, what)
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        try:
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
-                raise RecordError(f"{file_kind(mode)}, not a regular file: not read")
-            data = read_at_most(fd, limit)
-        finally:
-            os.close(fd)
+        data = read_regular(path, limit, refuse_larger=True)
+    except NotRegularFile as exc:
+        raise RecordError(
+            f"{file_kind(exc.mode, named_pipe=True)}, not a regular file: not read"
+        ) from None
+    except FileTooLarge as exc:
+        raise _too_big(limit, exc.size, what) from None
+    except FileReplaced as exc:
+        raise RecordError(f"{exc}: not read") from None
     except OSError as exc:
         raise RecordError(f"cannot be read: {exc.strerror or exc}") from None
     if len(data) > limit:

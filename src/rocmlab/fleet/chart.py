@@ -10,7 +10,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from rocmlab.fleet.text import number, visible
+from rocmlab.common.textsafe import for_terminal
+from rocmlab.fleet.text import number
 
 WIDTH = 960
 LABEL_W = 250
@@ -24,7 +25,7 @@ MUTED = "#5a5a5a"
 
 
 def _e(text: str) -> str:
-    return escape(visible(text, markup=True))
+    return escape(for_terminal(text, markup=True))
 
 
 def _text(x: float, y: float, text: str, **attrs: str) -> str:

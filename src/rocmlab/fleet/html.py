@@ -3,7 +3,7 @@ no external reference), for a person to open in a browser.
 
 Every host row carries ``data-host``, ``data-state``, ``data-ready`` and ``data-flags`` so that
 tests (and scripts) can read the rendered page. Every value goes through ``_e``: HTML-escaped, and
-control and bidirectional characters shown as escapes (rocmlab.fleet.text.visible).
+control and bidirectional characters shown as escapes (rocmlab.common.textsafe.for_terminal).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from rocmlab.common.textsafe import for_terminal
 from rocmlab.fleet.chart import speed_chart
 from rocmlab.fleet.records import CLUSTER_PASSING
 from rocmlab.fleet.text import (
@@ -20,7 +21,6 @@ from rocmlab.fleet.text import (
     number,
     slow_text,
     tflops,
-    visible,
 )
 
 STYLE = """
@@ -72,7 +72,7 @@ ul.checks li { margin-bottom: .25rem; }
 
 def _e(value: Any) -> str:
     """``value`` as HTML text or attribute value: escaped, its controls made visible."""
-    return escape(visible(str(value), markup=True))
+    return escape(for_terminal(str(value), markup=True))
 
 
 def _state_words(host: dict[str, Any]) -> str:

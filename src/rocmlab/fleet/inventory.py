@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocmlab.fleet.bounded import file_kind, read_file
+from rocmlab.common.hostread import file_kind
+from rocmlab.common.textsafe import for_terminal
+from rocmlab.fleet.bounded import read_file
 from rocmlab.fleet.fields import RecordError
-from rocmlab.fleet.text import visible
 
 ANSIBLE_INVENTORY = "ansible-inventory"
 ANSIBLE_TIMEOUT_S = 120
@@ -83,7 +84,7 @@ def check_host_name(name: str, where: str) -> str:
         or name in (".", "..")
         or "/" in name
         or name != name.strip()
-        or visible(name) != name
+        or for_terminal(name) != name
     ):
         raise InventoryError(
             f"{where}: host name {name!r} cannot name a report file (expected a non-empty name "
@@ -173,9 +174,8 @@ def check_before_ansible(path: Path) -> None:
         except OSError:
             continue
         if not stat.S_ISREG(info.st_mode):
-            raise InventoryError(
-                f"--inventory {file}: {file_kind(info.st_mode)}, not a regular file: not read"
-            )
+            kind = file_kind(info.st_mode, named_pipe=True)
+            raise InventoryError(f"--inventory {file}: {kind}, not a regular file: not read")
         if info.st_size > MAX_INVENTORY_BYTES:
             raise InventoryError(
                 f"--inventory {file}: {info.st_size} bytes: larger than an inventory "

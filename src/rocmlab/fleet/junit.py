@@ -13,10 +13,11 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from rocmlab.common.textsafe import for_terminal
 from rocmlab.fleet.records import CLUSTER_PASSING
-from rocmlab.fleet.text import flags, visible
+from rocmlab.fleet.text import flags
 
-# Characters XML 1.0 cannot carry. visible() has written the controls among them (kernel log
+# Characters XML 1.0 cannot carry. for_terminal() has written the controls among them (kernel log
 # lines may hold escape sequences) as escapes; U+FFFE and U+FFFF are left, and replaced.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 MESSAGE_WIDTH = 200
@@ -25,7 +26,7 @@ MESSAGE_WIDTH = 200
 def _clean(text: str) -> str:
     """``text`` for XML 1.0: controls and bidirectional characters as visible escapes (``\\x1b``),
     what XML cannot carry otherwise replaced by U+FFFD."""
-    return _NOT_XML.sub("\ufffd", visible(text, markup=True))
+    return _NOT_XML.sub("\ufffd", for_terminal(text, markup=True))
 
 
 def _case(suite: ET.Element, classname: str, name: str) -> ET.Element:
@@ -35,7 +36,7 @@ def _case(suite: ET.Element, classname: str, name: str) -> ET.Element:
 
 
 def _outcome(case: ET.Element, tag: str, message: str, body: str | None = None) -> None:
-    short = " ".join(visible(message, markup=True).split())  # one line, what it held shown
+    short = " ".join(for_terminal(message, markup=True).split())  # one line, what it held shown
     if len(short) > MESSAGE_WIDTH:
         short = short[: MESSAGE_WIDTH - 3] + "..."
     element = ET.SubElement(case, tag, {"message": _clean(short), "type": tag})

@@ -19,15 +19,11 @@ import stat
 import tempfile
 from pathlib import Path
 
+from rocmlab.common.outputs import umask
+
 
 class OutputError(Exception):
     """The outputs could not be written; the previous ones are as they were."""
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _check_destination(directory: Path, name: str) -> None:
@@ -73,7 +69,7 @@ def _keep_aside(directory: Path, name: str) -> Path | None:
 
 def write_all(directory: Path, outputs: dict[str, bytes]) -> None:
     """Write ``outputs`` (file name: content) into ``directory``: all of them or none."""
-    mode = 0o666 & ~_umask()
+    mode = 0o666 & ~umask()
     temporaries: dict[str, Path] = {}
     aside: dict[str, Path | None] = {}  # the previous output, where there is one
     replaced: list[str] = []

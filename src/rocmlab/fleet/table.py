@@ -1,29 +1,30 @@
 """The plain-text table printed at the end of a run: one line per declared host.
 
-Everything a record says is shown through rocmlab.fleet.text.visible: an escape sequence, a
-newline or a bidirectional control from a lab machine is printed as ``\\x1b``, ``\\n`` or
-``\\u202e``, so no record can colour, move, overwrite or add a line of the table.
+Everything a record says is shown through rocmlab.common.textsafe.for_terminal: an escape
+sequence, a newline or a bidirectional control from a lab machine is printed as ``\\x1b``, ``\\n``
+or ``\\u202e``, so no record can colour, move, overwrite or add a line of the table.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rocmlab.fleet.text import headline, key_figures, short_flags, visible
+from rocmlab.common.textsafe import for_terminal
+from rocmlab.fleet.text import headline, key_figures, short_flags
 
 DETAIL_WIDTH = 120
 
 
 def _clip(text: str, width: int) -> str:
     """``text`` made visible, its runs of spaces as one, cut to ``width`` characters."""
-    text = " ".join(visible(text).split())
+    text = " ".join(for_terminal(text).split())
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def table_lines(fleet: dict[str, Any]) -> list[str]:
     """Host, state, flags, and the reason (not ready) or the key figures (ready)."""
     hosts = fleet["hosts"]
-    names = [visible(h["host"]) for h in hosts]
+    names = [for_terminal(h["host"]) for h in hosts]
     width = max([len("HOST"), *(len(name) for name in names)])
     states = [h["state"].upper() if not h["ready"] else "READY" for h in hosts]
     state_width = max([len("STATE"), *(len(s) for s in states)])
@@ -33,13 +34,12 @@ def table_lines(fleet: dict[str, Any]) -> list[str]:
         detail = "".join(f"[{flag}] " for flag in short_flags(host)) + detail
         lines.append(f"{name:<{width}}  {state:<{state_width}}  {_clip(detail, DETAIL_WIDTH)}")
     for item in fleet["undeclared"]:
-        lines.append(f"undeclared: {visible(item['file'])}: {visible(item['reason'])}")
+        lines.append(f"undeclared: {for_terminal(item['file'])}: {for_terminal(item['reason'])}")
     for name in ("cluster", "cache"):
         record = fleet[name]
         if record is not None and record["problem"] is not None:
-            lines.append(
-                f"{name}: unreadable {visible(record['file'])}: {visible(record['problem'])}"
-            )
+            file, problem = for_terminal(record["file"]), for_terminal(record["problem"])
+            lines.append(f"{name}: unreadable {file}: {problem}")
     cluster = fleet["cluster"]
     if cluster is not None and cluster["problem"] is None:
         lines.append(f"cluster check: {_clip(cluster['verdict'], DETAIL_WIDTH)}")

@@ -1,37 +1,10 @@
 """Wording shared by the fleet report's outputs: numbers, flags, a host's key figures, and
-text from records made safe to show (``visible``)."""
+file names as text (``decodable``). Text from records is made safe to show by
+rocmlab.common.textsafe.for_terminal."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
-
-# Characters that act on a terminal or reorder what it shows rather than show themselves: C0
-# and C1 controls and DEL (escape sequences, newlines that start a line of their own, carriage
-# returns that overwrite one), the Unicode line and paragraph separators, the bidirectional
-# controls (U+061C, U+200E/F, U+202A-202E, U+2066-2069: text that reads one way and is stored
-# another), and lone surrogates (not Unicode: no output can encode them).
-_UNSAFE = (
-    "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
-    "\u202a-\u202e\u2066-\u2069\ud800-\udfff"
-)
-_UNSAFE_LINE = re.compile(f"[\t\n\r{_UNSAFE}]")
-_UNSAFE_MARKUP = re.compile(f"[{_UNSAFE}]")  # tab, newline and CR are only white space there
-_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    code = ord(char)
-    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-
-
-def visible(text: str, markup: bool = False) -> str:
-    """``text`` with every character above written as an escape (``\\x1b``, ``\\n``,
-    ``\\u202e``) that shows what it was and does nothing: one line that says what it holds.
-    ``markup``: for HTML and XML, where tab, newline and carriage return are white space and kept.
-    """
-    return (_UNSAFE_MARKUP if markup else _UNSAFE_LINE).sub(_escape, text)
 
 
 def decodable(name: str) -> str:

@@ -7,16 +7,14 @@ docs/cluster-check.md describes each field.
 from __future__ import annotations
 
 import json
-import math
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from rocmlab import __version__
-from rocmlab.msgsize import format_bytes
-from rocmlab.textsafe import valid_unicode
+from rocmlab.allreduce.msgsize import format_bytes
+from rocmlab.common.outputs import finite, write_atomic
+from rocmlab.common.textsafe import valid_unicode
 
 SCHEMA_VERSION = 1
 TOOL = "rocmlab allreduce"
@@ -191,35 +189,13 @@ def new_report(
     return report
 
 
-def finite(value: Any) -> Any:
-    """JSON has no NaN/Infinity: write them as null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [finite(v) for v in value]
-    return value
-
-
 def write_json(document: dict[str, Any], path: Path) -> None:
-    """Write atomically, through a temporary file created exclusively beside ``path``.
-
-    Several nodes may write the same path on a shared file system; each temporary name is
-    unique (mkstemp), each rename is atomic and a reader never sees half a file. The directory
+    """Write atomically (rocmlab.common.outputs: several nodes may write the same path on a
+    shared file system; each temporary name is unique, each rename atomic). The directory
     must exist: it is not created (commands.allreduce refuses a missing one before the run).
     Strings that came from other hosts are written as valid UTF-8 (textsafe.valid_unicode).
     """
-    text = json.dumps(valid_unicode(finite(document)), indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(valid_unicode(finite(document)), indent=2) + "\n", mode=0o644)
 
 
 def _number(value: float | None, digits: int = 2) -> str:

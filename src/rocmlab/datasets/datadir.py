@@ -12,10 +12,10 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocmlab.datasets import DATASETS, ROLES, DatasetSpec, IdxFileSpec
-from rocmlab.errors import DataError
-from rocmlab.hashing import sha256_bytes
-from rocmlab.idx import IdxArray, IdxFormatError, parse_idx
+from rocmlab.common.errors import DataError
+from rocmlab.datasets.catalog import DATASETS, ROLES, DatasetSpec, IdxFileSpec
+from rocmlab.datasets.hashing import sha256_bytes
+from rocmlab.datasets.idx import IdxArray, IdxFormatError, parse_idx
 
 GZIP_MAGIC = b"\x1f\x8b"
 

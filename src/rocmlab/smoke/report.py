@@ -7,24 +7,23 @@ data error) are null. docs/smoke-job.md describes each field.
 from __future__ import annotations
 
 import json
-import os
 import socket
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from rocmlab import __version__
-from rocmlab.errors import UsageError
+from rocmlab.common import contract
+from rocmlab.common.errors import UsageError
+from rocmlab.common.outputs import finite, probe_directory, write_atomic
 
 SCHEMA_VERSION = 2
-# The choices of --model and --techniques (rocmlab.model and rocmlab.techniques implement them).
-MODEL_CHOICES = ("mlp", "cnn")
-TECHNIQUES = ("accumulation", "checkpoint", "amp", "profile")
-# 0-4 (rocmlab.errors.ExitCode), and 128 + the signal's number for SIGINT (130) and SIGTERM (143).
-EXIT_CODES = [0, 1, 2, 3, 4, 130, 143]
+# The choices of --model and --techniques (smoke.model and smoke.techniques implement them) and
+# the exit codes: 0-4 (common.errors.ExitCode), and 128 + the signal's number for SIGINT (130)
+# and SIGTERM (143); all from the CLI's contract (rocmlab/data/cli_contract.json).
+MODEL_CHOICES = contract.MODELS
+TECHNIQUES = contract.TECHNIQUES
+EXIT_CODES = list(contract.EXIT_CODES)
 DOCTOR_TOOL = "rocmlab doctor"
 
 _NUM = {"type": ["number", "null"]}
@@ -101,7 +100,7 @@ REPORT_SCHEMA: dict[str, Any] = {
         "gpu_env": {"type": ["object", "null"], "additionalProperties": _STR},
         "world_size": {"type": "integer", "minimum": 1},
         "ranks": {"type": "array", "items": _RANK},
-        "dataset": {"enum": ["mnist", "fashion-mnist"]},
+        "dataset": {"enum": list(contract.DATASETS)},
         "data_dir": {"type": "string"},
         "epochs": {"type": "integer", "minimum": 1},
         "batch_size": {"type": "integer", "minimum": 1},
@@ -199,42 +198,16 @@ def check_output_path(path: Path, option: str = "--json") -> None:
             f"{option} {path}: cannot create the directory {parent} ({exc.strerror})"
         ) from exc
     try:
-        handle, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
+        probe_directory(parent, path.name)
     except OSError as exc:
         raise UsageError(
             f"{option} {path}: cannot write in the directory {parent} ({exc.strerror})"
         ) from exc
-    os.close(handle)
-    os.unlink(probe)
-
-
-@contextmanager
-def atomic_file(path: Path) -> Iterator[Path]:
-    """A temporary path in ``path``'s directory to write; renamed over ``path`` when the block
-    succeeds (a reader never sees half a file), removed when anything fails."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
-    tmp = Path(name)
-    try:
-        yield tmp
-        os.chmod(tmp, 0o666 & ~_umask())  # what open() would have given, not mkstemp's 0600
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def write_report(report: dict[str, Any], path: Path) -> None:
     """Write the report as strict JSON, atomically."""
-    with atomic_file(path) as tmp:
-        tmp.write_text(json.dumps(_finite(report), indent=2, sort_keys=False) + "\n")
+    write_atomic(path, json.dumps(finite(report), indent=2) + "\n", make_parents=True)
 
 
 def load_doctor_document(path: Path) -> dict[str, Any]:
@@ -255,17 +228,6 @@ def load_doctor_document(path: Path) -> dict[str, Any]:
             f'"tool": "{DOCTOR_TOOL}")'
         )
     return document
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN/Infinity: write them as null."""
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:

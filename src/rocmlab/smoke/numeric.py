@@ -7,8 +7,8 @@ report says so).
 
 One fixed batch goes forward and backward through the model on the device, in the run's precision
 (fp32, or autocast fp16/bf16), in train mode (batch-norm normalises with the batch's statistics),
-keeping every step's input, output and output gradient (``rocmlab.model`` describes each model as
-a sequence of named steps). Then on the CPU in float64:
+keeping every step's input, output and output gradient (``model`` describes each model as a
+sequence of named steps). Then on the CPU in float64:
 
 * end to end: the logits and the loss of the same batch through the float64 copy of the model
   (the forward pass is continuous, so rounding differences stay small); for a model with
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from rocmlab.model import STATELESS, StepModel, has_batch_norm
+from rocmlab.smoke.model import STATELESS, StepModel, has_batch_norm
 
 # (atol, rtol) per compute dtype; None is plain float32 (TF32 off). Measured: fp32 against fp64
 # agrees to ~1e-7 of scale, fp16 autocast to ~5e-4, bf16 to ~4e-3.

@@ -2,8 +2,8 @@
 correctly.
 
 Order: device truth, data, process group, numeric truth, training, speed probe, learning truth.
-Imported only when the subcommand runs, after ``rocmlab.torch_import.import_torch()``;
-``rocmlab.job`` runs it and writes the report.
+Imported only when the subcommand runs, after ``rocmlab.torchjob.torch_import.import_torch()``;
+``rocmlab.smoke.job`` runs it and writes the report.
 """
 
 from __future__ import annotations
@@ -13,27 +13,24 @@ from typing import Any
 
 import torch
 
-from rocmlab import distributed
-from rocmlab.amp import choose_amp_dtype
-from rocmlab.datadir import load_dataset
-from rocmlab.device import DeviceInfo, probe_device
-from rocmlab.errors import ExitCode, GpuAbsentError
-from rocmlab.gates import (
+from rocmlab.common.errors import ExitCode, GpuAbsentError
+from rocmlab.datasets.datadir import load_dataset
+from rocmlab.smoke.amp import choose_amp_dtype
+from rocmlab.smoke.gates import (
     Check,
     accuracy_check,
     default_min_accuracy,
     is_default_recipe,
     loss_check,
 )
-from rocmlab.interrupt import Phase
-from rocmlab.job import SmokeOptions
-from rocmlab.matmul_probe import CHECK_ROWS, default_size, matmul_probe
-from rocmlab.model import build_model
-from rocmlab.numeric import TOLERANCES, check_agreement
-from rocmlab.progress import Progress
-from rocmlab.report import trace_path_for
-from rocmlab.techniques import TechniqueResults, TechniqueSetup, run_techniques
-from rocmlab.train import (
+from rocmlab.smoke.interrupt import Phase
+from rocmlab.smoke.matmul_probe import CHECK_ROWS, default_size, matmul_probe
+from rocmlab.smoke.model import build_model
+from rocmlab.smoke.numeric import TOLERANCES, check_agreement
+from rocmlab.smoke.options import SmokeOptions
+from rocmlab.smoke.report import trace_path_for
+from rocmlab.smoke.techniques import TechniqueResults, TechniqueSetup, run_techniques
+from rocmlab.smoke.train import (
     TrainConfig,
     images_tensor,
     labels_tensor,
@@ -41,6 +38,9 @@ from rocmlab.train import (
     to_device,
     train,
 )
+from rocmlab.torchjob import distributed
+from rocmlab.torchjob.device import DeviceInfo, probe_device
+from rocmlab.torchjob.progress import Progress
 
 NUMERIC_BATCH = 256  # first test images, used for the numeric check
 

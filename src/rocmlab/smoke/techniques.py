@@ -30,14 +30,12 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.checkpoint import checkpoint
 
-from rocmlab.distenv import DistContext
-from rocmlab.gates import Check
-from rocmlab.interrupt import Phase
-from rocmlab.model import StepModel, build_model, has_batch_norm
-from rocmlab.numeric import compare, full_fp32
-from rocmlab.progress import Progress
-from rocmlab.report import atomic_file
-from rocmlab.train import (
+from rocmlab.common.outputs import atomic_file
+from rocmlab.smoke.gates import Check
+from rocmlab.smoke.interrupt import Phase
+from rocmlab.smoke.model import StepModel, build_model, has_batch_norm
+from rocmlab.smoke.numeric import compare, full_fp32
+from rocmlab.smoke.train import (
     DeviceData,
     TrainConfig,
     TrainResult,
@@ -46,6 +44,8 @@ from rocmlab.train import (
     share,
     train,
 )
+from rocmlab.torchjob.distenv import DistContext
+from rocmlab.torchjob.progress import Progress
 
 # Gradients computed two ways in fp32 (TF32 off) must agree within atol + rtol * max|reference|:
 # only the order of the sums differs (measured: <= 2e-7 of scale on the CPU).

@@ -11,7 +11,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rocmlab.errors import UsageError
+from rocmlab.common.errors import UsageError
 
 
 @dataclass(frozen=True)

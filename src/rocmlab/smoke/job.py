@@ -2,60 +2,20 @@
 
 No torch at import: the report exists before torch is imported, so a run that torch cannot start,
 or that SIGINT/SIGTERM stops at any point, still writes one. The checks themselves are in
-``rocmlab.smoke``.
+``rocmlab.smoke.checks``.
 """
 
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from rocmlab.distenv import DistContext, context_from_env
-from rocmlab.errors import ExitCode, RocmlabError, UsageError
-from rocmlab.interrupt import Interrupted, Phase, interruptible
-from rocmlab.progress import Progress
-from rocmlab.report import new_report, summary_lines, write_report
-
-
-@dataclass(frozen=True)
-class SmokeOptions:
-    """Validated command-line options of ``rocmlab smoke``."""
-
-    data: Path
-    dataset: str
-    device: str
-    require_gpu: bool
-    epochs: int
-    batch_size: int
-    optimizer: str
-    lr: float
-    momentum: float
-    amp: str
-    min_accuracy: float | None
-    seed: int
-    json_path: Path | None
-    doctor: dict[str, Any] | None = None  # the --doctor-json document
-    model: str = "mlp"
-    techniques: tuple[str, ...] = ()
-
-    def report_fields(self) -> dict[str, Any]:
-        """The options as the report records them."""
-        return {
-            "dataset": self.dataset,
-            "data_dir": str(self.data),
-            "epochs": self.epochs,
-            "batch_size": self.batch_size,
-            "optimizer": self.optimizer,
-            "lr": self.lr,
-            "momentum": self.momentum,
-            "seed": self.seed,
-            "amp": self.amp,
-            "doctor": self.doctor,
-            "model": self.model,
-            "techniques": list(self.techniques),
-        }
+from rocmlab.common.errors import ExitCode, RocmlabError, UsageError
+from rocmlab.smoke.interrupt import Interrupted, Phase, interruptible
+from rocmlab.smoke.options import SmokeOptions
+from rocmlab.smoke.report import new_report, summary_lines, write_report
+from rocmlab.torchjob.distenv import DistContext, context_from_env
+from rocmlab.torchjob.progress import Progress
 
 
 def run_smoke(options: SmokeOptions) -> int:
@@ -101,10 +61,10 @@ def _checks(
     progress: Progress,
     phase: Phase,
 ) -> int:
-    from rocmlab.torch_import import import_torch
+    from rocmlab.torchjob.torch_import import import_torch
 
     import_torch()
-    from rocmlab.smoke import run_checks
+    from rocmlab.smoke.checks import run_checks
 
     return run_checks(options, ctx, report, progress, phase)
 

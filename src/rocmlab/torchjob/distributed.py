@@ -8,7 +8,7 @@ rank) and MASTER_ADDR/MASTER_PORT (the job's store, served by node rank 0's agen
 
 Without torchrun's agent (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set by hand or by another
 launcher), :func:`serve_or_join_store` has rank 0 serve the store itself, on a port it has taken
-first (rocmlab.rendezvous), so that a port held by another process is named, not a traceback.
+first (``rendezvous``), so that a port held by another process is named, not a traceback.
 """
 
 from __future__ import annotations
@@ -22,9 +22,15 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rocmlab.distenv import HOST_NAME_ENV, DistContext, context_from_env, host_name, node_rank
-from rocmlab.errors import ExitCode, RocmlabError, UsageError
-from rocmlab.rendezvous import PortInUse, listen_socket, port_holder, port_in_use_message
+from rocmlab.common.errors import ExitCode, RocmlabError, UsageError
+from rocmlab.torchjob.distenv import (
+    HOST_NAME_ENV,
+    DistContext,
+    context_from_env,
+    host_name,
+    node_rank,
+)
+from rocmlab.torchjob.rendezvous import PortInUse, listen_socket, port_holder, port_in_use_message
 
 __all__ = [
     "HOST_NAME_ENV",

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from rocmlab.errors import RocmlabError
+from rocmlab.common.errors import RocmlabError
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

@@ -17,12 +17,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from rocmlab.datadir import LoadedDataset
-from rocmlab.device import synchronize
-from rocmlab.distenv import DistContext
-from rocmlab.idx import IdxArray
-from rocmlab.interrupt import Phase
-from rocmlab.progress import Progress
+from rocmlab.datasets.datadir import LoadedDataset
+from rocmlab.datasets.idx import IdxArray
+from rocmlab.smoke.interrupt import Phase
+from rocmlab.torchjob.device import synchronize
+from rocmlab.torchjob.distenv import DistContext
+from rocmlab.torchjob.progress import Progress
 
 OPTIMIZERS = ("adam", "sgd")
 LOSS_WINDOW_MAX = 50  # steps averaged at the start and at the end for the falling-loss check

@@ -15,8 +15,8 @@ DEFAULT_EPOCHS = 3
 # hyperparameters get the floor measured for the weakest recipe the job supports, the tutorial's
 # (SGD lr 0.01, batch 64), about five points lower. MLP, tutorial recipe after 1/2/3 epochs: MNIST
 # 0.90/0.92/0.93, Fashion-MNIST 0.785/0.81/0.83.
-# CNN (rocmlab.model.SmallCNN), measured with rocmlab's training on the CPU, seeds 0 and 1, the
-# lower of the two after 1/2/3 epochs: default recipe MNIST 0.979/0.9825/0.9863, Fashion-MNIST
+# CNN (model.SmallCNN), measured with rocmlab's training on the CPU, seeds 0 and 1, the lower
+# of the two after 1/2/3 epochs: default recipe MNIST 0.979/0.9825/0.9863, Fashion-MNIST
 # 0.8685/0.8701/0.8846; tutorial recipe MNIST 0.9695/0.9738/0.9808, Fashion-MNIST
 # 0.8361/0.8625/0.8742.
 ACCURACY_GATES: dict[tuple[str, str, bool], tuple[tuple[int, float], ...]] = {

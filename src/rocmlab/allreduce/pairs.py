@@ -1,8 +1,8 @@
 """Pairwise mode: which node pairs to measure, and which measured pairs are slow. No PyTorch.
 
-A *node* is a distinct host name (``rocmlab.distributed.host_name()``); its ranks are every process
-on it. A pair is measured with all ranks of both nodes, so every NIC/GPU path between them carries
-traffic, as in training.
+A *node* is a distinct host name (``rocmlab.torchjob.distenv.host_name()``); its ranks are every
+process on it. A pair is measured with all ranks of both nodes, so every NIC/GPU path between them
+carries traffic, as in training.
 
 Which pairs: every pair when there are at most ``max_pairs`` (n(n-1)/2 of them), else the first
 ``max_pairs`` pairs of a round-robin schedule (circle method) over the nodes in a seeded random

@@ -127,4 +127,5 @@ FASHION_MNIST = DatasetSpec(
     std=0.3530,
 )
 
+# Their names are the CLI's contract's datasets (rocmlab/data/cli_contract.json; a test ties them).
 DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in (MNIST, FASHION_MNIST)}

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocmlab import __version__
-from rocmlab.datadir import decompressed, search_dirs, verify_content
-from rocmlab.datasets import DatasetSpec, IdxFileSpec
-from rocmlab.errors import DataError
+from rocmlab.common.errors import DataError
+from rocmlab.datasets.catalog import DatasetSpec, IdxFileSpec
+from rocmlab.datasets.datadir import decompressed, search_dirs, verify_content
 
 Log = Callable[[str], None]
 MAX_DELAY = 30.0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from rocmlab.errors import UsageError
+from rocmlab.common.errors import UsageError
 
 AMP_CHOICES = ("auto", "off", "fp16", "bf16")
 DTYPE_NAMES = {"fp16": "float16", "bf16": "bfloat16"}

@@ -14,7 +14,7 @@ import os
 import socket
 from pathlib import Path
 
-from rocmlab.hostread import MIB, read_bounded
+from rocmlab.common.hostread import MIB, read_bounded
 
 TCP_LISTEN = "0A"  # the state column of /proc/net/tcp
 PROC_NET_LIMIT = 16 * MIB

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from rocmlab.errors import GpuAbsentError, UsageError
+from rocmlab.common.errors import GpuAbsentError, UsageError
 
 DEVICE_CHOICES = ("auto", "cuda", "cpu")
 # Environment variables that decide which GPUs a process sees and which code objects it loads.

@@ -14,7 +14,7 @@ collective is never called lost. When the store itself stops answering, the node
 (node rank 0) is the one that went away.
 
 No PyTorch here: the store is anything with ``add``, ``set``, ``get`` and ``check`` (a
-``torch.distributed.Store``); rocmlab.distributed creates it.
+``torch.distributed.Store``); rocmlab.torchjob.distributed creates it.
 """
 
 from __future__ import annotations

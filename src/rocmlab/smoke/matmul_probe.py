@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rocmlab.device import synchronize
+from rocmlab.torchjob.device import synchronize
 
 # Relative error bound of the spot check per dtype (K = n products summed with fp32 accumulation).
 MATMUL_RTOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}

@@ -8,14 +8,14 @@ Bounded failure: every step must finish within ``--timeout`` seconds. A step tha
 that never joins the process group, a host that dies or is cut off mid-run, a link that stalls)
 ends in the watchdog; a backend error (gloo's "connection closed" when a peer dies) ends there at
 once. Either way the rank records why it leaves, reads the heartbeats to name the lost ranks and
-their hosts (rocmlab.liveness), writes its report when it leads its node, prints one line naming
-them and exits 1; the process-group timeout, set later than the watchdog, is only a backstop.
+their hosts (``liveness``), writes its report when it leads its node, prints one line naming them
+and exits 1; the process-group timeout, set later than the watchdog, is only a backstop.
 The job's store: under torchrun its agent serves it; without torchrun rank 0 serves it
 (distributed.serve_or_join_store), and a port held by another process ends rank 0 at once with a
 message naming the port and its holder, and the other ranks within ``--timeout`` with a message
 naming the address and what to do. What other ranks and hosts say (host names, device names,
 another rank's abort line) is printed through textsafe.for_terminal.
-Imported only when the command runs, after ``rocmlab.torch_import.import_torch()``.
+Imported only when the command runs, after ``rocmlab.torchjob.torch_import.import_torch()``.
 """
 
 from __future__ import annotations
@@ -35,18 +35,18 @@ from typing import Any, NoReturn
 import torch
 import torch.distributed as dist
 
-from rocmlab import distributed
-from rocmlab.allreduce_report import new_report, summary_lines, write_json
-from rocmlab.bandwidth import size_figures
-from rocmlab.device import DeviceInfo, probe_device, synchronize
-from rocmlab.errors import ExitCode, RocmlabError, UsageError
-from rocmlab.exactsum import SumCheck, exact_allreduce
-from rocmlab.liveness import Diagnosis, Liveness, Watchdog, heartbeat_interval
-from rocmlab.msgsize import ELEMENT_BYTES, format_bytes
-from rocmlab.pairs import flag_slow, nodes_from_hosts, plan_pairs
-from rocmlab.progress import Progress
-from rocmlab.rendezvous import store_unreachable_hint
-from rocmlab.textsafe import for_terminal
+from rocmlab.allreduce.bandwidth import size_figures
+from rocmlab.allreduce.exactsum import SumCheck, exact_allreduce
+from rocmlab.allreduce.liveness import Diagnosis, Liveness, Watchdog, heartbeat_interval
+from rocmlab.allreduce.msgsize import ELEMENT_BYTES, format_bytes
+from rocmlab.allreduce.pairs import flag_slow, nodes_from_hosts, plan_pairs
+from rocmlab.allreduce.report import new_report, summary_lines, write_json
+from rocmlab.common.errors import ExitCode, RocmlabError, UsageError
+from rocmlab.common.textsafe import for_terminal
+from rocmlab.torchjob import distributed
+from rocmlab.torchjob.device import DeviceInfo, probe_device, synchronize
+from rocmlab.torchjob.progress import Progress
+from rocmlab.torchjob.rendezvous import store_unreachable_hint
 
 BACKENDS = ("auto", "nccl", "gloo")
 TIME_BUDGET_FRACTION = 0.125  # warm-up, then the timed iterations, each planned to fit in this

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from types import ModuleType
 
-from rocmlab.errors import TorchMissingError
+from rocmlab.common.errors import TorchMissingError
 
 
 def import_torch() -> ModuleType:
