@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from rocmlab import __version__
-from rocmlab.commands import allreduce, doctor, fetch_mnist, fleet_report, smoke
+from rocmlab.commands import allreduce, doctor, fetch_mnist, fleet_report, health, smoke
 from rocmlab.errors import ExitCode, RocmlabError, UsageError
 
 # In the order ``rocmlab --help`` lists them.
-COMMANDS = (smoke, fetch_mnist, doctor, fleet_report, allreduce)
+COMMANDS = (smoke, fetch_mnist, doctor, health, fleet_report, allreduce)
 
 
 class Parser(argparse.ArgumentParser):
