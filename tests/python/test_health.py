@@ -10,7 +10,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ import jsonschema
 import pytest
 from doctor_fixtures import FIXTURES, build
 from health_testutil import Machine, checks, health, machine, status
-from rocmlab_testutil import run_cli
+from rocmlab_testutil import REPO, run_cli
 
 from rocmlab.doctor.model import ERROR, FAIL, PASS, SKIP, WARN
 from rocmlab.health import textfile
@@ -27,7 +29,7 @@ from rocmlab.health.checks_gpu import Ran, check_gpu_matmul, judge_probe
 from rocmlab.health.context import HealthContext
 from rocmlab.health.report import HEALTH_SCHEMA
 from rocmlab.health.runner import Task, run_tasks
-from rocmlab.health.table import CHECKS, PHASES, tier_budget
+from rocmlab.health.table import AFTER, CHECKS, PHASES, tier_budget
 
 LOGS = FIXTURES / "doctor" / "kernel-logs"
 TIER0 = [spec.name for spec in CHECKS if spec.tier == 0] + ["host_files", "health_state"]
@@ -422,6 +424,42 @@ def test_a_hanging_command_is_cut_and_the_run_ends_in_time(tmp_path: Path) -> No
     assert result.returncode == 0  # an error warns: the verdict is warn, not fail
     assert doc["verdict"] == "warn"
     assert not alive(int(pid_file.read_text()))
+
+
+def test_sigterm_ends_the_run_and_what_it_started(tmp_path: Path) -> None:
+    m = machine(tmp_path, "radeon-healthy")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pid_file = tmp_path / "journalctl.pid"
+    journalctl = bin_dir / "journalctl"
+    journalctl.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 120\n")
+    journalctl.chmod(0o755)
+    report = tmp_path / "report.json"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rocmlab", "health", "--sysfs-root", str(m.ctx.sysfs_root),
+         "--dev-root", str(m.ctx.dev_root), "--root", str(m.ctx.root),
+         "--state-dir", str(m.state), "--json", str(report)],
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(10) == 143
+    assert not report.exists()
+    assert not alive(int(pid_file.read_text()))
+
+
+def test_docs_list_every_check_with_its_tier_and_budget() -> None:
+    text = (REPO / "docs" / "health.md").read_text()
+    for spec in CHECKS:
+        row = f"| `{spec.name}` | {spec.tier} | {spec.budget:g} s |"
+        assert row in text, row
+    for name in AFTER:
+        assert f"| `{name}` | 0 | — |" in text, name
+    for tier in (0, 1, 2):
+        assert f"{tier_budget(tier):g} s" in text
 
 
 def test_budgets_are_one_table_and_tiers_add_up() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -21,7 +22,8 @@ EXIT_CODES = """exit codes:
      which warns)
   1  a check failed
   2  bad arguments, or the --json or --textfile file cannot be written (the lines are printed
-     first)"""
+     first)
+  130, 143  interrupted by SIGINT, SIGTERM (the checks still running are killed first)"""
 _SIZE = re.compile(r"^(\d+)\s*([KMGT]?)(?:i?B)?$", re.IGNORECASE)
 _ACCOUNT = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,31}\$?$")
 
@@ -195,7 +197,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-RESERVED_SMOKE_ARGS = ("--data", "--dataset", "--json")
+RESERVED_SMOKE_ARGS = ("--data", "--dataset", "--json", "-h", "--help")
 
 
 def _check_smoke_args(args: argparse.Namespace) -> None:
@@ -273,6 +275,9 @@ def run(args: argparse.Namespace) -> int:
         kernel_log_file=args.kernel_log,
     )
     h = HealthContext(ctx, options, python=sys.executable)
+    # SIGTERM (systemd stopping the timer's unit, a scheduler) ends the run as SIGINT does: the
+    # checks still running are killed with what they started, nothing is written.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
     done = run_health(h, args.state_dir, args.tier)
     out = sys.stderr if args.json_path == "-" else sys.stdout
     for result in done.results:

@@ -70,14 +70,6 @@ def check_node_group(h: HealthContext) -> Outcome:
     with contextlib.suppress(OSError):
         paths += sorted(ctx.dev("dri").glob("renderD*"))
     groups = ctx.groups()
-    if wanted not in groups:
-        return Outcome(
-            failed(
-                f"/etc/group has no group {wanted!r}: nobody can be given the GPU nodes",
-                "user_groups_groups (role user_groups) creates render and video; or pass "
-                "--render-group with the group this distribution uses",
-            )
-        )
     seen, wrong = [], []
     for path in paths:
         try:
@@ -89,6 +81,16 @@ def check_node_group(h: HealthContext) -> Outcome:
         seen.append(f"{path.name} group {group} {stat.filemode(mode | stat.S_IFCHR)[1:]}")
         if group != wanted and mode & 0o006 != 0o006:
             wrong.append(f"{path.name} belongs to group {group}")
+    if wrong and wanted not in groups:
+        return Outcome(
+            failed(
+                f"/etc/group has no group {wanted!r}, and {'; '.join(wrong)}: nobody can be "
+                "given the GPU nodes",
+                "user_groups_groups (role user_groups) creates render and video; or pass "
+                "--render-group with the group this distribution uses",
+                seen,
+            )
+        )
     if not seen:
         return Outcome(skipped("no /dev/kfd or render node (device_nodes says why)"))
     if wrong:
@@ -99,7 +101,7 @@ def check_node_group(h: HealthContext) -> Outcome:
                 seen,
             )
         )
-    return Outcome(passed(f"the GPU nodes belong to {wanted}: {'; '.join(seen)}"))
+    return Outcome(passed(f"members of {wanted} can open the GPU nodes: {'; '.join(seen)}"))
 
 
 def account(h: HealthContext, name: str) -> UserInfo | None:

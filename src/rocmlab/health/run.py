@@ -81,7 +81,10 @@ def _result(spec: Spec, done: Done) -> Result:
             f"the check crashed: {done.error}",
             "this is a rocmlab bug: report it with this line; the other checks still ran",
         )
-    doc = done.payload["result"]
+    payload = done.payload if isinstance(done.payload, dict) else {}
+    doc = payload.get("result")
+    if not isinstance(doc, dict):
+        return Result(ERROR, "the check ended without a result", "this is a rocmlab bug: report it")
     return Result(doc["status"], doc["saw"], doc["fix"], list(doc["evidence"]))
 
 
