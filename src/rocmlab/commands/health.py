@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
         render_group=args.render_group,
         min_free=args.min_free,
         min_free_boot=args.min_free_boot,
-        smoke_data=args.smoke_data,
+        smoke_data=args.smoke_data.absolute(),  # the job runs in a directory of its own
         smoke_dataset=args.smoke_dataset,
         smoke_args=tuple(args.smoke_args),
         kernel_log_file=args.kernel_log,

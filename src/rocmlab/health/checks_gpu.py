@@ -75,8 +75,17 @@ def finish(started: tuple[Any, Any, Any, float], deadline: float, workdir: Path,
         out.close()
         err.close()
     stdout = read_bounded(workdir / f"{name}.out", PROBE_OUTPUT_LIMIT).text() or ""
-    stderr = read_bounded(workdir / f"{name}.err", 16 * MIB).text() or ""
-    return Ran(code, stdout, stderr[-LOG_TAIL:], time.monotonic() - began)
+    return Ran(code, stdout, _tail(workdir / f"{name}.err"), time.monotonic() - began)
+
+
+def _tail(path: Path) -> str:
+    """The last LOG_TAIL bytes of a file of this run's private directory, as text."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - LOG_TAIL))
+            return handle.read(LOG_TAIL).decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _last_line(text: str) -> str:

@@ -199,9 +199,10 @@ def run_tasks(tasks: Sequence[Task], end: float) -> dict[str, Done]:
                 selector.register(fd, selectors.EVENT_READ)
             while running:
                 now = time.monotonic()
-                for item in [r for r in running.values() if r.deadline <= now]:
+                expired = [r for r in running.values() if r.deadline <= now]
+                for item in expired:
                     selector.unregister(item.fd)
-                    done[item.task.name] = _cut(item, running)
+                done.update(_cut(expired, running))
                 if not running:
                     break
                 wait = min(r.deadline for r in running.values()) - time.monotonic()
@@ -211,8 +212,7 @@ def run_tasks(tasks: Sequence[Task], end: float) -> dict[str, Done]:
                         selector.unregister(item.fd)
                         done[item.task.name] = _finish(item, running)
     finally:
-        for item in list(running.values()):
-            done.setdefault(item.task.name, _cut(item, running))
+        done.update(_cut(list(running.values()), running))
     return done
 
 
@@ -234,12 +234,21 @@ def _read(item: _Running) -> bool:
             return True
 
 
-def _cut(item: _Running, running: dict[int, _Running]) -> Done:
-    running.pop(item.fd, None)
-    kill_tree(item.pid)
-    os.close(item.fd)
-    reap(item.pid)
-    return Done(item.task.name, seconds=time.monotonic() - item.started, cut=True)
+def _cut(items: list[_Running], running: dict[int, _Running]) -> dict[str, Done]:
+    """Kill every one of ``items`` first, then wait for them together (at most REAP_WAIT in
+    all): children stuck in the kernel all at once (a hung GPU) do not add up their waits."""
+    found = {}
+    for item in items:
+        running.pop(item.fd, None)
+        kill_tree(item.pid)
+        os.close(item.fd)
+        found[item.task.name] = Done(
+            item.task.name, seconds=time.monotonic() - item.started, cut=True
+        )
+    end = time.monotonic() + REAP_WAIT
+    for item in items:
+        reap(item.pid, max(0.0, end - time.monotonic()))
+    return found
 
 
 def _finish(item: _Running, running: dict[int, _Running]) -> Done:
