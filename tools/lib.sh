@@ -95,6 +95,28 @@ ensure_chromium() {
     || { say "apt-get could not install chromium"; return 1; }
 }
 
+# promtool, which checks rocmlab health's node_exporter textfile in the tests: taken out of
+# Debian's prometheus package into .venv/bin, so neither the server is installed nor a service
+# started (apt-get download needs no root; apt-get update, when the lists are missing, does).
+ensure_promtool() {
+  command -v promtool >/dev/null && return 0
+  [ -x "$ROCMLAB_VENV/bin/promtool" ] && return 0
+  local tmp deb
+  tmp=$(mktemp -d) || return 1
+  say "Extracting promtool from Debian's prometheus package into .venv/bin"
+  if ! (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1); then
+    [ "$(id -u)" -eq 0 ] && apt-get update -qq && (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1)
+  fi
+  deb=$(find "$tmp" -maxdepth 1 -name 'prometheus_*.deb' -print -quit)
+  if [ -z "$deb" ] || ! dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/bin/promtool >"$tmp/promtool"; then
+    say "could not get promtool from Debian's prometheus package"
+    rm -rf "$tmp"
+    return 1
+  fi
+  install -m 0755 "$tmp/promtool" "$ROCMLAB_VENV/bin/promtool"
+  rm -rf "$tmp"
+}
+
 # Everything the demo and the tests need before Ansible runs.
 prepare_lab() {
   ensure_venv

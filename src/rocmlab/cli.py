@@ -9,26 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
 
 from rocmlab import __version__
-from rocmlab.commands import allreduce, doctor, fetch_mnist, fleet_report, smoke
-from rocmlab.common.errors import ExitCode, RocmlabError, UsageError
+from rocmlab.commands import allreduce, doctor, fetch_mnist, fleet_report, health, smoke
+from rocmlab.commands.argtypes import Parser
+from rocmlab.common.errors import ExitCode, RocmlabError
 
 # In the order ``rocmlab --help`` lists them.
-COMMANDS = (smoke, fetch_mnist, doctor, fleet_report, allreduce)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse whose bad-argument exit code is the command's own (4 unless it says otherwise)."""
-
-    def __init__(self, *args: Any, usage_exit: int = ExitCode.BAD_ARGUMENTS, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.usage_exit = usage_exit
-        self.subcommands: dict[str, Parser] = {}
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message}\n{self.format_usage().rstrip()}", self.usage_exit)
+COMMANDS = (smoke, fetch_mnist, doctor, health, fleet_report, allreduce)
 
 
 def build_parser() -> Parser:

@@ -29,7 +29,18 @@ ALLOWED: dict[str, set[str]] = {
     "fleet": {"common"},
     "smoke": {"common", "torchjob", "datasets"},
     "allreduce": {"common", "torchjob"},
-    "commands": {"common", "torchjob", "datasets", "doctor", "fleet", "smoke", "allreduce"},
+    # The health tiers run the doctor's checks and, on the GPU, the probes of smoke and allreduce.
+    "health": {"common", "doctor", "smoke", "allreduce"},
+    "commands": {
+        "common",
+        "torchjob",
+        "datasets",
+        "doctor",
+        "fleet",
+        "smoke",
+        "allreduce",
+        "health",
+    },
     "cli": {"commands", "common"},
     "__main__": {"cli"},
 }
@@ -40,8 +51,12 @@ COMMAND_PACKAGES = {
     "doctor": "doctor",
     "fleet_report": "fleet",
     "allreduce": "allreduce",
+    "health": "health",
 }
 SHARED = {"common", "torchjob"}
+# A command that runs another one passes its arguments through that command's own parser
+# (rocmlab health --smoke-arg is checked by rocmlab smoke's parser before anything runs).
+PASS_THROUGH = {"health": ("smoke",)}
 
 
 def module_name(path: Path) -> str:
@@ -176,12 +191,19 @@ def test_each_command_leads_to_its_own_package(command: str) -> None:
     targets = GRAPH[name]
     package = COMMAND_PACKAGES[command]
     assert any(part(t) == package for t in targets), f"{name} does not import rocmlab.{package}"
+    # What its package is built on (health on the doctor) may be used too; other commands'
+    # packages may not.
     others = sorted(
-        t for t in targets if part(t) in set(COMMAND_PACKAGES.values()) - {package} - SHARED
+        t
+        for t in targets
+        if part(t) in set(COMMAND_PACKAGES.values()) - {package} - SHARED - ALLOWED[package]
     )
     assert others == [], f"{name} imports another command's package: {others}"
     commands = sorted(t for t in targets if part(t) == "commands")
-    assert commands == [f"{ROOT}.commands.argtypes"] or commands == [], commands
+    allowed = {f"{ROOT}.commands.argtypes"} | {
+        f"{ROOT}.commands.{other}" for other in PASS_THROUGH.get(command, ())
+    }
+    assert set(commands) <= allowed, commands
 
 
 def test_every_command_module_has_a_package() -> None:

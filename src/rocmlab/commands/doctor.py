@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 
 from rocmlab import __version__
-from rocmlab.commands.argtypes import number
-from rocmlab.common.errors import RocmlabError, UsageError
-from rocmlab.common.outputs import probe_directory
+from rocmlab.commands.argtypes import OutputError, existing_directory, number, writable_output
+from rocmlab.common.errors import UsageError
 
 NAME = "doctor"
 USAGE_EXIT = 2
@@ -19,12 +18,6 @@ EXIT_CODES = """exit codes:
   0  no check failed (warnings allowed)
   1  a check failed
   2  bad arguments, or the --json file cannot be written (the lines are printed first)"""
-
-
-class OutputError(RocmlabError):
-    """The --json document could not be written (exit 2, as bad usage: not "a check failed")."""
-
-    exit_code = USAGE_EXIT
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -90,12 +83,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     doctor.set_defaults(func=run)
 
 
-def _directory(option: str, path: Path) -> Path:
-    if not path.is_dir():
-        raise UsageError(f"{option} {path}: not a directory", USAGE_EXIT)
-    return path
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``rocmlab doctor``."""
     from rocmlab.doctor import run_checks
@@ -107,13 +94,13 @@ def run(args: argparse.Namespace) -> int:
         ("--dev-root", args.dev_root),
         ("--root", args.root),
     ):
-        _directory(option, path)
+        existing_directory(option, path, USAGE_EXIT)
     if args.commands_from is not None:
-        _directory("--commands-from", args.commands_from)
+        existing_directory("--commands-from", args.commands_from, USAGE_EXIT)
     if args.kernel_log is not None and not args.kernel_log.is_file():
         raise UsageError(f"--kernel-log {args.kernel_log}: not a readable file", USAGE_EXIT)
     if args.json_path not in (None, "-"):
-        _writable("--json", Path(args.json_path))
+        writable_output("--json", Path(args.json_path), USAGE_EXIT)
     runner = recorded_runner(args.commands_from) if args.commands_from else run_command
     ctx = Context(
         sysfs_root=args.sysfs_root,
@@ -142,24 +129,3 @@ def run(args: argparse.Namespace) -> int:
             why = exc.strerror or str(exc)
             raise OutputError(f"--json {args.json_path}: cannot write it ({why})") from exc
     return exit_code(results)
-
-
-def _writable(option: str, path: Path) -> None:
-    """Refuse (exit 2), before any check runs, a --json FILE that cannot be written: a
-    directory, a missing or non-directory parent (not created), a directory this account
-    cannot create files in (a probe file is created and removed)."""
-    if path.is_dir():
-        raise UsageError(
-            f"{option} {path}: is a directory; give a file name, e.g. {path / 'doctor.json'}",
-            USAGE_EXIT,
-        )
-    parent = path.parent
-    if not parent.is_dir():
-        raise UsageError(f"{option} {path}: {parent} is not a directory", USAGE_EXIT)
-    try:
-        probe_directory(parent, path.name)
-    except OSError as exc:
-        raise UsageError(
-            f"{option} {path}: cannot write in the directory {parent} ({exc.strerror})",
-            USAGE_EXIT,
-        ) from exc

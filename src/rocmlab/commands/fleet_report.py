@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 import traceback
@@ -27,14 +28,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``rocmlab fleet-report``."""
     report = sub.add_parser(
         NAME,
-        help="say which declared hosts are ready, from the smoke reports and rollout records",
+        help="say which declared hosts are ready, from the smoke, health and rollout records",
         description=(
-            "Read every declared host's smoke report (REPORTS_DIR/<host>.json) and the\n"
-            "rollout's preflight and rollout records (REPORTS_DIR/fleet/), write\n"
-            "REPORTS_DIR/fleet.json, fleet.html and fleet.junit.xml, and print one line per host.\n"
-            "A declared host without a readable report fails with the reason; versions that\n"
-            "differ from the fleet's majority (drift) and hosts slower than their GPU model's\n"
-            "median (slow) are flagged, not failed. See docs/fleet-report.md."
+            "Read every declared host's smoke report (REPORTS_DIR/<host>.json), its latest\n"
+            "health report (REPORTS_DIR/health/<host>.json) and the rollout's preflight and\n"
+            "rollout records (REPORTS_DIR/fleet/), write REPORTS_DIR/fleet.json, fleet.html\n"
+            "and fleet.junit.xml, and print one line per host. A declared host without a\n"
+            "readable report, or whose health verdict is FAIL, fails with the reason; versions\n"
+            "that differ from the fleet's majority (drift) and hosts slower than their GPU\n"
+            "model's median (slow) are flagged, not failed. See docs/fleet-report.md."
         ),
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -67,7 +69,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="flag a host as slow below F x the median samples/s of hosts with its GPU model; "
         "F in (0, 1] (default: %(default)s)",
     )
+    report.add_argument(
+        "--health-max-age",
+        type=max_age,
+        default=None,
+        metavar="AGE",
+        help="a host whose latest health report (REPORTS_DIR/health/<host>.json) is missing or "
+        "older than AGE is not ready: seconds, or a number with s, m, h or d (e.g. 30m, 2h); "
+        "default: shown, never failing (a report whose verdict is FAIL always fails the host)",
+    )
     report.set_defaults(func=run)
+
+
+_AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
+_AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def max_age(text: str) -> float:
+    """``90``, ``30m``, ``2h``, ``1d`` as seconds (more than 0, at most a year)."""
+    match = _AGE.match(text.strip().lower())
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an age: expected seconds, or a number with s, m, h or d (e.g. 2h)"
+        )
+    seconds = float(match[1]) * _AGE_UNITS[match[2]]
+    if not 0 < seconds <= 366 * 86400:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range: expected more than 0, at "
+                                         "most 366d")  # fmt: skip
+    return seconds
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,7 +151,7 @@ def _run(args: argparse.Namespace) -> int:
             USAGE_EXIT,
         )
     try:
-        fleet = build_fleet(reports_dir, declared, args.slow_fraction)
+        fleet = build_fleet(reports_dir, declared, args.slow_fraction, args.health_max_age)
     except ReportsDirError as exc:
         raise UsageError(f"{exc}; no output was written", USAGE_EXIT) from None
     rendered = {

@@ -6,9 +6,10 @@ out and becomes one of the host's ``problems``, which make it UNREADABLE. Files 
 declared host are listed as undeclared.
 
 REPORTS_DIR is the admin's (given on the command line); what is inside it came from lab machines.
-Its subdirectories ``fleet/``, ``fleet/preflight/`` and ``fleet/rollout/`` are opened without
-following a link (one that is a link or not a directory stops the report: ReportsDirError) and
-every record is read through rocmlab.fleet.bounded: no link is followed, no special file opened.
+Its subdirectories ``fleet/``, ``fleet/preflight/``, ``fleet/rollout/`` and ``health/`` are
+opened without following a link (one that is a link or not a directory stops the report:
+ReportsDirError) and every record is read through rocmlab.fleet.bounded: no link is followed, no
+special file opened.
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ from rocmlab.fleet.fields import RecordError
 from rocmlab.fleet.records import (
     CACHE_FILE,
     CLUSTER_FILE,
+    HEALTH_DIR,
     PREFLIGHT_DIR,
     ROLLOUT_DIR,
     Located,
     locate,
     read_cache,
     read_cluster,
+    read_health,
     read_preflight,
     read_rollout,
     read_smoke_report,
@@ -56,8 +59,9 @@ class HostRecords:
     report: dict[str, Any] | None = None
     preflight: dict[str, Any] | None = None
     rollout: dict[str, Any] | None = None
+    health: dict[str, Any] | None = None  # the latest rocmlab health report
     files: dict[str, str | None] = field(
-        default_factory=lambda: {"report": None, "preflight": None, "rollout": None}
+        default_factory=lambda: {"report": None, "preflight": None, "rollout": None, "health": None}
     )
     problems: list[str] = field(default_factory=list)
     report_digest: str | None = None  # of the whole report, to tell copies apart
@@ -86,13 +90,17 @@ KINDS = (
     _Kind("report", "report", Path(), read_smoke_report, names_host=False),
     _Kind("preflight", "preflight record", PREFLIGHT_DIR, read_preflight, names_host=True),
     _Kind("rollout", "rollout record", ROLLOUT_DIR, read_rollout, names_host=True),
+    # Written on the host by rocmlab health (its "host" is the machine's hostname, as in a smoke
+    # report), fetched by the controller.
+    _Kind("health", "health report", HEALTH_DIR, read_health, names_host=False),
 )
 
 
 @contextmanager
 def _directories(reports_dir: Path) -> Iterator[dict[Path, int | None]]:
     """Open REPORTS_DIR (the admin's path: a link to it is fine) and, without following links,
-    fleet/, fleet/preflight/ and fleet/rollout/ (None where absent); close them afterwards."""
+    fleet/, fleet/preflight/, fleet/rollout/ and health/ (None where absent); close them
+    afterwards."""
     with ExitStack() as stack:
         try:
             root = os.open(reports_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -102,7 +110,7 @@ def _directories(reports_dir: Path) -> Iterator[dict[Path, int | None]]:
             ) from None
         stack.callback(os.close, root)
         opened: dict[Path, int | None] = {Path(): root}
-        for directory in (PREFLIGHT_DIR.parent, PREFLIGHT_DIR, ROLLOUT_DIR):
+        for directory in (PREFLIGHT_DIR.parent, PREFLIGHT_DIR, ROLLOUT_DIR, HEALTH_DIR):
             parent = opened[directory.parent]
             fd = None
             if parent is not None:

@@ -16,9 +16,11 @@ from rocmlab.fleet.chart import speed_chart
 from rocmlab.fleet.records import CLUSTER_PASSING
 from rocmlab.fleet.text import (
     DRIFT_NAMES,
+    age_text,
     drift_text,
     headline,
     number,
+    shows_health,
     slow_text,
     tflops,
 )
@@ -98,10 +100,16 @@ def _summary(fleet: dict[str, Any]) -> str:
         )
         parts.append(f'<p class="notready">Not ready: {links}</p>')
     declared = fleet["declared"]
+    max_age = fleet["health_max_age_seconds"]
+    health = (
+        f"health reports older than {age_text(max_age)} fail the host; "
+        if max_age is not None
+        else ""
+    )
     parts.append(
         f'<p class="meta">Declared hosts from {_e(declared["source"])} '
         f"(read by {_e(declared['reader'])}); records from {_e(fleet['reports_dir'])}; "
-        f"slow below {fleet['slow_fraction']:g} x the median of the GPU model; "
+        f"slow below {fleet['slow_fraction']:g} x the median of the GPU model; {health}"
         f"written {_e(fleet['created'])} by rocmlab {_e(fleet['rocmlab_version'])}.</p></header>"
     )
     return "".join(parts)
@@ -203,6 +211,20 @@ def _checks_cell(host: dict[str, Any]) -> str:
     return f'<td class="checks"><ul class="checks">{"".join(items)}</ul></td>'
 
 
+def _health_cell(host: dict[str, Any], max_age: float | None) -> str:
+    health = host["health"]
+    if health is None:
+        return '<td class="health">&mdash;</td>'
+    kinds = {"pass": "ok", "warn": "warn", "fail": "bad"}
+    age = age_text(health["age_seconds"])
+    stale = max_age is not None and health["age_seconds"] > max_age
+    when = f"tier {health['tier']}, {_e(age)} ago" + (" (stale)" if stale else "")
+    return (
+        f'<td class="health">{_badge(kinds[health["verdict"]], health["verdict"].upper())}'
+        f'<div class="sub" title="{_e(health["finished"])}">{when}</div></td>'
+    )
+
+
 def _techniques_cell(host: dict[str, Any]) -> str:
     items = []
     for technique in host["techniques"]:
@@ -217,7 +239,7 @@ def _techniques_cell(host: dict[str, Any]) -> str:
     return f'<td class="techniques">{"<br>".join(items) or "&mdash;"}</td>'
 
 
-def _host_row(host: dict[str, Any], columns: dict[str, bool]) -> str:
+def _host_row(host: dict[str, Any], columns: dict[str, Any]) -> str:
     flags = ["drift"] * bool(host["drift"]) + ["slow"] * (host["slow"] is not None)
     gpu = _e(host["device_name"]) if host["device_name"] else "&mdash;"
     details = [str(v) for v in (host["gfx_arch"], host["backend"]) if v]
@@ -241,6 +263,8 @@ def _host_row(host: dict[str, Any], columns: dict[str, bool]) -> str:
         f'<td class="num">{number(host["samples_per_second"])}</td>',
         f'<td class="num">{"<br>".join(map(_e, tflops(host["matmul_tflops"]).split(", ")))}</td>',
     ]
+    if columns["health"]:
+        cells.insert(2, _health_cell(host, columns["health_max_age"]))
     if columns["doctor"]:
         verdict = (host["doctor"] or {}).get("verdict")
         kinds = {"pass": "ok", "warn": "warn", "fail": "bad"}
@@ -261,8 +285,11 @@ def _hosts_table(fleet: dict[str, Any]) -> str:
     columns = {
         "doctor": any(h["doctor"] for h in hosts),
         "techniques": any(h["techniques"] or h["amp_speedup"] is not None for h in hosts),
+        "health": shows_health(fleet),
+        "health_max_age": fleet["health_max_age_seconds"],
     }
-    heads = ["Host", "State", "Failed checks and their fix", "Flags"]
+    heads = ["Host", "State"] + ["Health"] * columns["health"]
+    heads += ["Failed checks and their fix", "Flags"]
     heads += ["GPU model (gfx, backend)", "Versions"]
     heads += ["Accuracy", "Samples/s", "Matmul TFLOP/s"]
     heads += ["Doctor"] * columns["doctor"] + ["Techniques"] * columns["techniques"]

@@ -9,6 +9,9 @@ rocmlab.fleet.rules does.
 
 from __future__ import annotations
 
+import calendar
+import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +26,7 @@ ROLLOUT_STATES = ("ready", "failed", "quarantined", "unreachable", "skipped", "n
 CLUSTER_PASSING = ("pass", "passed", "ok", "warn")
 PREFLIGHT_DIR = Path("fleet", "preflight")
 ROLLOUT_DIR = Path("fleet", "rollout")
+HEALTH_DIR = Path("health")
 CACHE_FILE = Path("fleet", "cache.json")
 CLUSTER_FILE = Path("fleet", "cluster.json")
 
@@ -160,6 +164,54 @@ def read_rollout(doc: Any) -> dict[str, Any]:
     return _keep(
         doc, ("schema_version", "host", "created", "rollout_id", "state", "reason", "batch")
     )
+
+
+HEALTH_SCHEMAS = (1,)
+HEALTH_TIERS = (0, 1, 2)
+_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+
+
+def utc_seconds(text: str, where: str) -> float:
+    """``2026-01-30T08:00:00Z`` as seconds since the epoch; RecordError for anything else."""
+    try:
+        if not _UTC.match(text):
+            raise ValueError
+        return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ"))
+    except (ValueError, OverflowError):
+        raise RecordError(
+            f"'{where}' is {text[:40]!r}, expected a UTC time such as 2026-01-30T08:00:00Z"
+        ) from None
+
+
+def read_health(doc: Any) -> dict[str, Any]:
+    """A ``rocmlab health --json`` report (schema 1) ``health/<host>.json``: its tier, when it
+    finished, its verdict and its checks."""
+    _schema_version(doc, HEALTH_SCHEMAS)
+    get_choice(doc, "tool", ("rocmlab health",))
+    get(doc, "host", "string")
+    get_choice(doc, "tier", HEALTH_TIERS)
+    finished = utc_seconds(get(doc, "finished", "string"), "finished")
+    verdict = get_choice(doc, "verdict", ("pass", "warn", "fail"))
+    checks = []
+    for index, check in enumerate(get_list(doc, "checks")):
+        at = f"checks[{index}]."
+        get(check, "name", "string", where=at)
+        get_choice(check, "status", CHECK_STATUSES, where=at)
+        get(check, "saw", "string", where=at)
+        get(check, "fix", "string", "null", where=at)
+        for item in get_list(check, "evidence", where=at):
+            if not isinstance(item, str):
+                raise RecordError(f"'{at}evidence' holds {item!r}, expected strings")
+        checks.append(_keep(check, ("name", "status", "saw", "fix", "evidence")))
+    failed = [c["name"] for c in checks if c["status"] == "fail"]
+    if (verdict == "fail") != bool(failed):
+        why = f"check {', '.join(failed)} failed" if failed else "no check failed"
+        raise RecordError(f"says verdict {verdict} but {why}: the report contradicts itself")
+    return {
+        **_keep(doc, ("schema_version", "host", "tier", "finished", "verdict")),
+        "finished_seconds": finished,
+        "checks": checks,
+    }
 
 
 def read_cache(doc: Any) -> dict[str, Any]:

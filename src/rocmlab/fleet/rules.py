@@ -12,7 +12,7 @@ from typing import Any
 from rocmlab import __version__
 from rocmlab.fleet.gather import Gathered, HostRecords, gather
 from rocmlab.fleet.inventory import Declared
-from rocmlab.fleet.text import decodable
+from rocmlab.fleet.text import age_text, decodable
 
 FLEET_SCHEMA_VERSION = 1
 DEFAULT_SLOW_FRACTION = 0.7
@@ -33,11 +33,16 @@ ROLLOUT_LABELS = {
 
 
 def build_fleet(
-    reports_dir: Path, declared: Declared, slow_fraction: float = DEFAULT_SLOW_FRACTION
+    reports_dir: Path,
+    declared: Declared,
+    slow_fraction: float = DEFAULT_SLOW_FRACTION,
+    health_max_age: float | None = None,
 ) -> dict[str, Any]:
-    """The fleet document for the ``declared`` hosts from the records in ``reports_dir``."""
+    """The fleet document for the ``declared`` hosts from the records in ``reports_dir``;
+    ``health_max_age`` (seconds): a host whose health report is missing or older fails."""
     found: Gathered = gather(reports_dir, declared.hosts)
-    hosts = [host_entry(found.hosts[name]) for name in declared.hosts]
+    now = time.time()
+    hosts = [host_entry(found.hosts[name], now, health_max_age) for name in declared.hosts]
     drift = flag_drift(hosts)
     groups = flag_slow(hosts, slow_fraction)
     ready = sum(host["ready"] for host in hosts)
@@ -49,6 +54,7 @@ def build_fleet(
         "reports_dir": decodable(str(reports_dir)),
         "declared": {"source": decodable(declared.source), "reader": declared.reader},
         "slow_fraction": slow_fraction,
+        "health_max_age_seconds": health_max_age,
         "ready": ready == len(hosts),
         "summary": {
             "declared": len(hosts),
@@ -67,12 +73,16 @@ def build_fleet(
     }
 
 
-def host_entry(rec: HostRecords) -> dict[str, Any]:
-    """One host's row: its state and why, what its records say, no flags yet."""
+def host_entry(
+    rec: HostRecords, now: float | None = None, health_max_age: float | None = None
+) -> dict[str, Any]:
+    """One host's row: its state and why, what its records say, no flags yet. ``now`` is when
+    the report is made (the health report's age is counted from it)."""
     report = rec.report or {}
     facts = (rec.preflight or {}).get("facts", {})
     doctor = report.get("doctor")
-    state, reason = host_state(rec)
+    health = health_summary(rec.health, time.time() if now is None else now)
+    state, reason = host_state(rec, health, health_max_age)
     return {
         "host": rec.host,
         "ready": state == "ready",
@@ -103,6 +113,7 @@ def host_entry(rec: HostRecords) -> dict[str, Any]:
         "world_size": report.get("world_size"),
         "matmul_tflops": report.get("matmul_tflops"),
         "doctor": {"verdict": doctor["verdict"]} if doctor else None,
+        "health": health,
         "techniques": _techniques(report),
         "amp_speedup": report.get("amp_speedup"),
         "checks": host_checks(rec),
@@ -115,12 +126,59 @@ def _pick(doc: dict[str, Any] | None, *keys: str) -> dict[str, Any] | None:
     return {key: doc[key] for key in keys} if doc is not None else None
 
 
-def host_state(rec: HostRecords) -> tuple[str, str | None]:
+def health_summary(health: dict[str, Any] | None, now: float) -> dict[str, Any] | None:
+    """What the fleet report shows of a host's latest health report: its verdict, tier, when it
+    finished and how long ago, and its failed checks with their fixes."""
+    if health is None:
+        return None
+    return {
+        "verdict": health["verdict"],
+        "tier": health["tier"],
+        "finished": health["finished"],
+        "age_seconds": max(0.0, round(now - health["finished_seconds"], 1)),
+        "failed": [
+            {"name": c["name"], "saw": c["saw"], "fix": c["fix"]}
+            for c in health["checks"]
+            if c["status"] == "fail"
+        ],
+    }
+
+
+def _health_reason(health: dict[str, Any] | None, max_age: float | None) -> tuple[str, str] | None:
+    """(state, reason) when the health report fails the host: a FAIL verdict (the first failed
+    check and its fix), or, with a maximum age, no report or one older than it."""
+    if health is not None and health["verdict"] == "fail":
+        first = health["failed"][0]
+        more = len(health["failed"]) - 1
+        also = f"; and {more} more failed check(s)" if more else ""
+        age = age_text(health["age_seconds"])
+        return (
+            "health_failed",
+            f"health: {first['name']}: {first['fix'] or first['saw']}{also} (tier "
+            f"{health['tier']}, {age} ago)",
+        )
+    if max_age is None:
+        return None
+    if health is None:
+        return "health_missing", f"health: no report (--health-max-age {age_text(max_age)})"
+    if health["age_seconds"] > max_age:
+        return (
+            "health_stale",
+            f"health: the last report is {age_text(health['age_seconds'])} old, older than "
+            f"--health-max-age {age_text(max_age)}",
+        )
+    return None
+
+
+def host_state(
+    rec: HostRecords, health: dict[str, Any] | None = None, health_max_age: float | None = None
+) -> tuple[str, str | None]:
     """(state, reason) of one host; the reason is None only for a ready host.
 
     The rollout record's state wins when present (with any unusable record named after its
     reason); then unusable records (malformed input fails the host); then the smoke report:
-    none, failed, or passed (ready).
+    none, failed, or passed; then the latest health report: a FAIL verdict fails the host, and
+    so does a missing or stale one when a maximum age is given; else the host is ready.
     """
     rollout = rec.rollout
     if rollout is not None and rollout["state"] != "ready":
@@ -142,6 +200,9 @@ def host_state(rec: HostRecords) -> tuple[str, str | None]:
         return "no_report", f"no report{says_ready}"
     if not report["passed"]:
         return "smoke_failed", f"smoke job failed: {_smoke_failure(report)}{says_ready}"
+    failed = _health_reason(health, health_max_age)
+    if failed is not None:
+        return failed
     return "ready", None
 
 
@@ -155,7 +216,8 @@ def _smoke_failure(report: dict[str, Any]) -> str:
 
 
 def host_checks(rec: HostRecords) -> list[dict[str, Any]]:
-    """Every check of the host's preflight record, doctor document and smoke report, in order."""
+    """Every check of the host's preflight record, doctor document, health report and smoke
+    report, in order."""
     checks: list[dict[str, Any]] = []
     for check in (rec.preflight or {}).get("checks", []):
         checks.append(_check("preflight", check["name"], check["status"], check["detail"], None))
@@ -163,6 +225,9 @@ def host_checks(rec: HostRecords) -> list[dict[str, Any]]:
     for check in doctor.get("checks", []):
         saw = " | ".join([check["saw"], *check["evidence"]])
         checks.append(_check("doctor", check["name"], check["status"], saw, check["fix"]))
+    for check in (rec.health or {}).get("checks", []):
+        saw = " | ".join([check["saw"], *check["evidence"]])
+        checks.append(_check("health", check["name"], check["status"], saw, check["fix"]))
     for check in (rec.report or {}).get("checks", []):
         rank = check.get("rank")
         name = f"{check['name']}[rank {rank}]" if isinstance(rank, int) else check["name"]

@@ -8,7 +8,15 @@ from rocmlab.fleet.records import ROLLOUT_STATES
 from rocmlab.fleet.rules import DRIFT_FIELDS, FLEET_SCHEMA_VERSION
 
 # A host's state: the rollout record's, or the fleet report's own when it has none to go by.
-HOST_STATES = (*ROLLOUT_STATES, "no_report", "smoke_failed", "unreadable")
+HOST_STATES = (
+    *ROLLOUT_STATES,
+    "no_report",
+    "smoke_failed",
+    "health_failed",
+    "health_stale",
+    "health_missing",
+    "unreadable",
+)
 
 _STR = {"type": ["string", "null"]}
 _NUM = {"type": ["number", "null"]}
@@ -28,7 +36,7 @@ def _object(properties: dict[str, Any], nullable: bool = False) -> dict[str, Any
 
 _CHECK = _object(
     {
-        "source": {"enum": ["preflight", "doctor", "smoke"]},
+        "source": {"enum": ["preflight", "doctor", "health", "smoke"]},
         "name": {"type": "string"},
         "status": {"enum": ["pass", "warn", "fail", "skip", "error"]},
         "detail": {"type": "string"},
@@ -54,7 +62,7 @@ _HOST = _object(
         "state": {"enum": list(HOST_STATES)},
         "reason": _STR,
         "problems": {"type": "array", "items": {"type": "string"}},
-        "files": _object({"report": _STR, "preflight": _STR, "rollout": _STR}),
+        "files": _object({"report": _STR, "preflight": _STR, "rollout": _STR, "health": _STR}),
         "rollout": _object(
             {
                 "state": {"enum": list(ROLLOUT_STATES)},
@@ -84,6 +92,21 @@ _HOST = _object(
         "world_size": _INT,
         "matmul_tflops": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
         "doctor": _object({"verdict": {"enum": ["pass", "warn", "fail"]}}, nullable=True),
+        "health": _object(
+            {
+                "verdict": {"enum": ["pass", "warn", "fail"]},
+                "tier": {"enum": [0, 1, 2]},
+                "finished": {"type": "string"},
+                "age_seconds": {"type": "number", "minimum": 0},
+                "failed": {
+                    "type": "array",
+                    "items": _object(
+                        {"name": {"type": "string"}, "saw": {"type": "string"}, "fix": _STR}
+                    ),
+                },
+            },
+            nullable=True,
+        ),
         "techniques": {
             "type": "array",
             "items": _object(
@@ -125,6 +148,7 @@ FLEET_SCHEMA: dict[str, Any] = {
             "reports_dir": {"type": "string"},
             "declared": _object({"source": {"type": "string"}, "reader": {"type": "string"}}),
             "slow_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+            "health_max_age_seconds": {"type": ["number", "null"], "exclusiveMinimum": 0},
             "ready": {"type": "boolean"},
             "summary": _object(
                 dict.fromkeys(

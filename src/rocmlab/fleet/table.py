@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rocmlab.common.textsafe import for_terminal
-from rocmlab.fleet.text import headline, key_figures, short_flags
+from rocmlab.fleet.text import headline, health_text, key_figures, short_flags, shows_health
 
 DETAIL_WIDTH = 120
 
@@ -22,17 +22,24 @@ def _clip(text: str, width: int) -> str:
 
 
 def table_lines(fleet: dict[str, Any]) -> list[str]:
-    """Host, state, flags, and the reason (not ready) or the key figures (ready)."""
+    """Host, state, the latest health verdict and its age (when there are health reports),
+    flags, and the reason (not ready) or the key figures (ready)."""
     hosts = fleet["hosts"]
     names = [for_terminal(h["host"]) for h in hosts]
     width = max([len("HOST"), *(len(name) for name in names)])
     states = [h["state"].upper() if not h["ready"] else "READY" for h in hosts]
     state_width = max([len("STATE"), *(len(s) for s in states)])
-    lines = [f"{'HOST':<{width}}  {'STATE':<{state_width}}  DETAIL"]
-    for host, name, state in zip(hosts, names, states, strict=True):
+    healths = [health_text(h) if shows_health(fleet) else "" for h in hosts]
+    health_width = max([len("HEALTH"), *(len(text) for text in healths)])
+    health_head = f"{'HEALTH':<{health_width}}  " if shows_health(fleet) else ""
+    lines = [f"{'HOST':<{width}}  {'STATE':<{state_width}}  {health_head}DETAIL"]
+    for host, name, state, health in zip(hosts, names, states, healths, strict=True):
         detail = key_figures(host) if host["ready"] else host["reason"] or ""
         detail = "".join(f"[{flag}] " for flag in short_flags(host)) + detail
-        lines.append(f"{name:<{width}}  {state:<{state_width}}  {_clip(detail, DETAIL_WIDTH)}")
+        column = f"{health:<{health_width}}  " if shows_health(fleet) else ""
+        lines.append(
+            f"{name:<{width}}  {state:<{state_width}}  {column}{_clip(detail, DETAIL_WIDTH)}"
+        )
     for item in fleet["undeclared"]:
         lines.append(f"undeclared: {for_terminal(item['file'])}: {for_terminal(item['reason'])}")
     for name in ("cluster", "cache"):

@@ -84,6 +84,28 @@ def key_figures(host: dict[str, Any]) -> str:
     return ", ".join(figures)
 
 
+def age_text(seconds: float) -> str:
+    """``45s``, ``12m``, ``3h``, ``2d``: an age in its largest whole unit."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def shows_health(fleet: dict[str, Any]) -> bool:
+    """Whether the outputs have a health column: some host has a health report, or a maximum
+    age was asked for."""
+    return fleet["health_max_age_seconds"] is not None or any(h["health"] for h in fleet["hosts"])
+
+
+def health_text(host: dict[str, Any]) -> str:
+    """``PASS 4m``: the latest health verdict and its age; an em dash without a report."""
+    health = host["health"]
+    if health is None:
+        return "\u2014"
+    return f"{health['verdict'].upper()} {age_text(health['age_seconds'])}"
+
+
 def headline(fleet: dict[str, Any]) -> str:
     """``3 of 5 hosts ready``, with the flags and undeclared files counted after it."""
     summary = fleet["summary"]
