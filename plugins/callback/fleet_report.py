@@ -46,6 +46,16 @@ requirements:
     ansible.cfg does
 """
 
+EXAMPLES = r"""
+# ansible.cfg: the table at the end of every rollout (playbooks/fleet.yml)
+#   [defaults]
+#   callbacks_enabled = rocmlab.rocmlab.fleet_report
+#
+# or for one run:
+#   ANSIBLE_CALLBACKS_ENABLED=rocmlab.rocmlab.fleet_report \
+#     ansible-playbook -i inventory/lab rocmlab.rocmlab.fleet
+"""
+
 # The fleet report reads a few files; it gets this long to do so before it is abandoned.
 REPORT_TIMEOUT = 300
 # This checkout (plugins/callback/ is two levels down): its src/ holds `rocmlab fleet-report`,

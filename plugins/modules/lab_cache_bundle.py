@@ -76,6 +76,26 @@ options:
 author: rocmlab
 """
 
+EXAMPLES = r"""
+- name: Make an offline bundle of a filled lab cache
+  rocmlab.rocmlab.lab_cache_bundle:
+    state: created
+    bundle: /srv/rocmlab/lab-bundle
+    root: /srv/rocmlab/cache
+  register: made
+
+- name: Print the digest the offline side must be given
+  ansible.builtin.debug:
+    msg: "lab_cache_bundle_digest: {{ made.manifest_sha256 }}"
+
+- name: Import the bundle on the offline head node, trusted through its manifest's digest
+  rocmlab.rocmlab.lab_cache_bundle:
+    state: imported
+    bundle: /media/usb/lab-bundle
+    digest: "{{ lab_cache_bundle_digest }}"
+    root: /srv/rocmlab/cache
+"""
+
 RETURN = r"""
 files:
   description: How many files the bundle holds.
@@ -527,7 +547,7 @@ def import_bundle(bundle, digest, root, apt_cache, apt_owner):
                 f"lab_cache_bundle_digest: the manifest of {bundle} ({MANIFEST}) has SHA-256 "
                 f"{actual}, not {digest}: it is not the bundle whose digest was given, or it was "
                 "altered and its manifest re-hashed. Nothing was imported. Set "
-                "lab_cache_bundle_digest to the digest playbooks/lab-bundle.yml printed where the "
+                "lab_cache_bundle_digest to the digest playbooks/lab_bundle.yml printed where the "
                 "bundle was made, and carry that bundle."
             )
         manifest = parse_manifest(raw, f"{bundle}/{MANIFEST}")
@@ -664,7 +684,7 @@ def main():
             if not DIGEST.fullmatch(params["digest"] or ""):
                 raise BundleError(
                     f"lab_cache_bundle_digest: {json.dumps(params['digest'])} is not a SHA-256 "
-                    "(64 hex digits, lower case), as playbooks/lab-bundle.yml printed it where the "
+                    "(64 hex digits, lower case), as playbooks/lab_bundle.yml printed it where the "
                     "bundle was made."
                 )
             changed, manifest, digest = import_bundle(

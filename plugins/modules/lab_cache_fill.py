@@ -49,6 +49,32 @@ options:
 author: rocmlab
 """
 
+EXAMPLES = r"""
+- name: Fetch the wheels the lab's hosts need into the cache, once
+  rocmlab.rocmlab.lab_cache_fill:
+    argv:
+      - /opt/rocmlab/venvs/lab-cache/bin/pip
+      - download
+      - --only-binary=:all:
+      - --dest
+      - /srv/rocmlab/cache/wheels
+      - torch==2.6.0
+    dir: /srv/rocmlab/cache/wheels
+    kind: wheels
+    log: /srv/rocmlab/cache/fill.log
+
+- name: Fetch MNIST into the cache's datasets
+  rocmlab.rocmlab.lab_cache_fill:
+    argv:
+      - /opt/rocmlab/venvs/lab-cache/bin/rocmlab
+      - fetch-mnist
+      - --dest
+      - /srv/rocmlab/cache/datasets/mnist
+    dir: /srv/rocmlab/cache/datasets
+    kind: datasets
+    log: /srv/rocmlab/cache/fill.log
+"""
+
 RETURN = r"""
 fetched:
   description: The files this run added or replaced, as recorded in I(log).

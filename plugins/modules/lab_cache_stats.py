@@ -64,6 +64,19 @@ options:
 author: rocmlab
 """
 
+EXAMPLES = r"""
+- name: Count what the cache fetched upstream and served since the run started
+  rocmlab.rocmlab.lab_cache_stats:
+    http_log: /var/log/nginx/rocmlab-lab-cache.access.log
+    fill_log: /srv/rocmlab/cache/fill.log
+    since: "{{ run_started | float }}"
+  register: bytes
+
+- name: Say it
+  ansible.builtin.debug:
+    msg: "{{ bytes.upstream_bytes }} bytes upstream, {{ bytes.served_bytes }} served"
+"""
+
 RETURN = r"""
 kinds:
   description: Per kind (apt, wheels, datasets), the bytes and transfers upstream and served.

@@ -32,6 +32,14 @@ options:
 author: rocmlab
 """
 
+EXAMPLES = r"""
+- name: Ask apt where the installed ROCm packages come from
+  rocmlab.rocmlab.rocm_package_origins:
+    names: [rocminfo, rocm-smi, hipcc]
+    origin: repo.radeon.com
+  register: origins
+"""
+
 RETURN = r"""
 installed:
   description: Installed packages among I(names).

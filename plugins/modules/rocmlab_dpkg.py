@@ -33,6 +33,18 @@ options:
 author: rocmlab
 """
 
+EXAMPLES = r"""
+- name: Tell whether dpkg can install now, waiting up to a minute for its lock
+  rocmlab.rocmlab.rocmlab_dpkg:
+    wait: 60
+  register: dpkg
+
+- name: Stop on a half-done dpkg
+  ansible.builtin.fail:
+    msg: "dpkg was interrupted: run dpkg --configure -a"
+  when: dpkg.interrupted
+"""
+
 RETURN = r"""
 lock_holders:
   description: The processes holding a dpkg or apt lock.

@@ -52,6 +52,20 @@ options:
 author: rocmlab
 """
 
+EXAMPLES = r"""
+- name: Take the host for this run
+  rocmlab.rocmlab.rocmlab_lock:
+    owner:
+      controller: "{{ lookup('ansible.builtin.pipe', 'hostname') }}"
+      playbook: site
+  register: lock
+
+- name: Give it back (in the play's always section)
+  rocmlab.rocmlab.rocmlab_lock:
+    state: absent
+    token: "{{ lock.token }}"
+"""
+
 RETURN = r"""
 token:
   description: Identifies this run's lock (pass it to state=absent).
