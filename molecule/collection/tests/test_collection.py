@@ -1,12 +1,15 @@
-"""The collection built from this checkout, installed into an empty path, did the work: roles
-applied by their fully qualified names changed the host, and the packaged playbooks and role
-documentation are there for ansible-playbook and ansible-doc."""
+"""The collection built from this checkout, installed read-only into an empty path, did the work:
+roles applied by their fully qualified names changed the hosts, the smoke job ran from it (its
+wheel built outside the collection), the tarball holds no development files, and the packaged
+playbooks and documentation are there for ansible-playbook and ansible-doc."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
+import tarfile
 from pathlib import Path
 
 import testinfra.utils.ansible_runner
@@ -16,6 +19,8 @@ testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_ho
 INSTALLED = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "collections"
 COLLECTION = INSTALLED / "ansible_collections" / "rocmlab" / "rocmlab"
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+TARBALL = EPHEMERAL / "dist" / "rocmlab-rocmlab-0.1.0.tar.gz"
+SMOKE_HOST = "rocmlab-collection-debian12"
 # No configuration of this checkout's: only the installed collection may provide anything.
 (EPHEMERAL / "empty-ansible.cfg").write_text("[defaults]\n")
 ENV = dict(
@@ -62,3 +67,77 @@ def test_ansible_doc_shows_a_role_from_the_installed_collection():
     assert result.returncode == 0, result.stderr
     assert "pytorch_rocm_index_url" in result.stdout
     assert str(INSTALLED) in result.stdout
+
+
+def test_the_installed_collection_is_read_only():
+    probe = COLLECTION / "roles" / "smoke_test" / "written-by-the-test"
+    try:
+        probe.write_text("x")
+    except OSError as error:
+        assert error.errno in (errno.EROFS, errno.EACCES), error
+    else:
+        probe.unlink()
+        raise AssertionError(f"{COLLECTION} is writable: the scenario did not make it read-only")
+
+
+def test_the_smoke_job_ran_from_the_read_only_collection():
+    report = json.loads((EPHEMERAL / "reports" / f"{SMOKE_HOST}.json").read_text())
+    assert report["passed"] is True, report
+    # The wheel was built in a temporary directory on the controller, nothing in the collection.
+    for left in ("build", ".cache", "src/rocmlab.egg-info"):
+        assert not (COLLECTION / left).exists(), left
+
+
+def test_the_smoke_host_runs_rocmlab_from_the_collections_wheel(host):
+    if host.backend.get_hostname() != SMOKE_HOST:
+        return
+    wheels = host.check_output("ls /opt/rocmlab/wheels")
+    assert wheels.startswith("rocmlab-") and wheels.endswith(".whl"), wheels
+
+
+def test_the_tarball_holds_no_development_files():
+    with tarfile.open(TARBALL) as tar:
+        names = set(tar.getnames())
+    for shipped in ("LICENSE", "changelogs/changelog.yaml", "playbooks/cluster_check.yml"):
+        assert shipped in names, shipped
+    tops = {name.split("/")[0] for name in names}
+    for development in (
+        "ansible.cfg",
+        "inventory",
+        "tools",
+        "requirements",
+        ".ansible-lint",
+        ".yamllint",
+        ".config",
+        "molecule",
+        "benchmarks",
+        "collections",
+        ".venv",
+        ".cache",
+        "build",
+    ):
+        assert development not in tops, development
+    assert not [n for n in names if n.startswith(("tests/python", "tests/fixtures"))]
+    # Collection resource names have no '-': the old playbook names stay in the checkout only.
+    playbooks = [n for n in names if n.startswith("playbooks/") and n.count("/") == 1]
+    assert playbooks and not [n for n in playbooks if "-" in n], playbooks
+
+
+def test_the_renamed_playbooks_resolve_by_their_full_names():
+    for playbook in ("cluster_check", "lab_cache", "lab_bundle", "fleet"):
+        result = run(
+            "ansible-playbook", "-i", "localhost,", f"rocmlab.rocmlab.{playbook}", "--syntax-check"
+        )
+        assert result.returncode == 0, playbook + result.stdout + result.stderr
+
+
+def test_ansible_doc_shows_every_filter_and_module_with_examples():
+    for kind in ("filter", "module"):
+        listed = run("ansible-doc", "-t", kind, "-l", "rocmlab.rocmlab")
+        assert listed.returncode == 0, listed.stderr
+        names = [line.split()[0] for line in listed.stdout.splitlines() if line.strip()]
+        assert names, kind
+        for name in names:
+            shown = run("ansible-doc", "-t", kind, name)
+            assert shown.returncode == 0, shown.stderr
+            assert "EXAMPLES" in shown.stdout, name
