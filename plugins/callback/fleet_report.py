@@ -14,16 +14,6 @@ delegated to localhost: Ansible names the task and its file, no host can), takes
 
 from __future__ import annotations
 
-import contextlib
-import math
-import os
-import re
-import subprocess
-import sys
-from pathlib import Path
-
-from ansible.plugins.callback import CallbackBase
-
 DOCUMENTATION = r"""
 name: fleet_report
 type: aggregate
@@ -55,6 +45,16 @@ EXAMPLES = r"""
 #   ANSIBLE_CALLBACKS_ENABLED=rocmlab.rocmlab.fleet_report \
 #     ansible-playbook -i inventory/lab rocmlab.rocmlab.fleet
 """
+
+import contextlib
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from ansible.plugins.callback import CallbackBase
 
 # The fleet report reads a few files; it gets this long to do so before it is abandoned.
 REPORT_TIMEOUT = 300

@@ -102,7 +102,7 @@ def read_fd(fd, limit):
 
 def read_small(path, limit, dir_fd=None):
     """The bytes of the regular file PATH (no link followed), at most LIMIT of them."""
-    fd, _ = open_file(path, dir_fd)
+    fd, _unused = open_file(path, dir_fd)
     try:
         return read_fd(fd, limit)
     finally:
@@ -168,7 +168,7 @@ def ensure_dir(dir_fd, name, owner=None):
     """A descriptor of the directory NAME in DIR_FD. Made (0755, and chowned to OWNER = (uid,
     gid) on its own descriptor) when missing; a symbolic link in its place is checked with
     lstat and removed first, never followed; anything else in its place raises NotPlain."""
-    for _ in range(5):
+    for _unused in range(5):
         try:
             return open_dir(name, dir_fd)
         except FileNotFoundError:

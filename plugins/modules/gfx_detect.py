@@ -13,11 +13,6 @@ Read-only. Sources, in order:
 
 from __future__ import annotations
 
-import os
-import re
-
-from ansible.module_utils.basic import AnsibleModule
-
 DOCUMENTATION = r"""
 ---
 module: gfx_detect
@@ -62,7 +57,7 @@ options:
     type: str
     choices: [auto, always, never]
     default: auto
-author: rocmlab
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -116,6 +111,11 @@ summary:
   type: list
   elements: str
 """
+
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule
 
 AMD_VENDOR_ID = 0x1002
 # PCI base class + subclass of devices that can be compute GPUs: VGA, 3D controller, other

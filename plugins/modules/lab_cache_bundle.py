@@ -5,16 +5,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import pwd
-import re
-import secrets
-import shutil
-import stat
-import time
-
 DOCUMENTATION = r"""
 module: lab_cache_bundle
 short_description: An offline bundle of a lab cache - made from a filled cache, or imported
@@ -73,7 +63,7 @@ options:
     description: The account apt-cacher-ng runs as (imported files belong to it).
     type: str
     default: apt-cacher-ng
-author: rocmlab
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -117,8 +107,18 @@ skipped:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache import (  # noqa: E402
+import hashlib
+import json
+import os
+import pwd
+import re
+import secrets
+import shutil
+import stat
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache import (
     TEMP_PREFIX,
     NotPlain,
     copy_fd,
@@ -195,7 +195,7 @@ def scan(directories):
                 if stat.S_ISDIR(info.st_mode) or name.startswith(TEMP_PREFIX):
                     continue
                 try:
-                    fd, _ = open_file(name, dir_fd)
+                    fd, _unused = open_file(name, dir_fd)
                 except (FileNotFoundError, NotPlain):
                     skipped.append(f"{part}/{rel}")
                     continue
@@ -253,12 +253,12 @@ def _entries(bundle_fd, listed, deep):
             continue
         if deep:
             try:
-                fd, _ = open_file(name, dir_fd)
+                fd, _unused = open_file(name, dir_fd)
             except (FileNotFoundError, NotPlain) as exc:
                 yield rel, f"{exc}"
                 continue
             try:
-                digest, _ = hash_fd(fd)
+                digest, _unused = hash_fd(fd)
             finally:
                 os.close(fd)
             if digest != entry["sha256"]:
@@ -309,7 +309,7 @@ def parse_manifest(raw, where):
 def read_manifest(bundle_fd, bundle):
     """(raw bytes, SHA-256) of the bundle's MANIFEST.json."""
     try:
-        fd, _ = open_file(MANIFEST, bundle_fd)
+        fd, _unused = open_file(MANIFEST, bundle_fd)
     except FileNotFoundError:
         raise BundleError(f"{bundle} has no {MANIFEST}: it is not a rocmlab lab bundle") from None
     except NotPlain as exc:

@@ -5,11 +5,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import stat
-import time
-
 DOCUMENTATION = r"""
 module: lab_cache_fill
 short_description: Fill a lab cache directory once, recording the bytes fetched upstream
@@ -46,7 +41,7 @@ options:
     description: The fill log, JSON lines, appended to (created when missing).
     type: path
     required: true
-author: rocmlab
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -85,8 +80,13 @@ fetched:
     - {"file": "wheels/torch-2.9.1+rocm6.4-cp311-cp311-manylinux_2_28_x86_64.whl", "bytes": 4e9}
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache import (  # noqa: E402
+import json
+import os
+import stat
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache import (
     NotPlain,
     hash_fd,
     open_dir,
@@ -131,7 +131,7 @@ def measure(root, path):
         except (FileNotFoundError, NotPlain):
             return None
         try:
-            fd, _ = open_file(parts[-1], directory)
+            fd, _unused = open_file(parts[-1], directory)
         except (FileNotFoundError, NotPlain):
             return None
         finally:

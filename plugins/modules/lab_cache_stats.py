@@ -5,14 +5,6 @@
 
 from __future__ import annotations
 
-import glob
-import gzip
-import json
-import math
-import os
-import re
-import zlib
-
 DOCUMENTATION = r"""
 module: lab_cache_stats
 short_description: Bytes a lab cache fetched upstream and served, from the servers' own logs
@@ -61,7 +53,7 @@ options:
     description: Also return, per file, how often it was fetched upstream and served.
     type: bool
     default: false
-author: rocmlab
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -115,8 +107,16 @@ skipped_lines:
   type: int
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache import (  # noqa: E402
+import glob
+import gzip
+import json
+import math
+import os
+import re
+import zlib
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache import (
     NotPlain,
     open_file,
 )
@@ -162,9 +162,9 @@ def log_files(path, reading):
         if suffix.isascii() and suffix.isdigit():
             rotated.append((int(suffix), name))
     rotated.sort()
-    for _, name in rotated[MAX_ROTATED:]:
+    for _unused, name in rotated[MAX_ROTATED:]:
         reading.refuse(name, f"more than {MAX_ROTATED} rotated copies: the oldest are not read")
-    return [name for _, name in reversed(rotated[:MAX_ROTATED])] + [path]
+    return [name for _unused, name in reversed(rotated[:MAX_ROTATED])] + [path]
 
 
 def file_lines(name):

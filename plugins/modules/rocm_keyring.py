@@ -49,8 +49,8 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.files
 seealso:
-  - module: rocm_keyring_info
-author: rocmlab
+  - module: rocmlab.rocmlab.rocm_keyring_info
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -92,11 +92,11 @@ src_fingerprints:
   sample: [5941273EA1554BB7D1B2007795193290F70D82F0]
 """
 
-import os  # noqa: E402 (after the module's docs, by convention)
-import tempfile  # noqa: E402
+import os
+import tempfile
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_gpg import (  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_gpg import (
     GpgError,
     GpgMissing,
     KeyNotFound,

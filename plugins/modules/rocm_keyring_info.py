@@ -32,8 +32,8 @@ options:
         matter). Adds I(holds) and I(only_key) to each file's report.
     type: str
 seealso:
-  - module: rocm_keyring
-author: rocmlab
+  - module: rocmlab.rocmlab.rocm_keyring
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -102,11 +102,11 @@ keyrings:
       returned: when I(fingerprint) is given
 """
 
-import glob  # noqa: E402 (after the module's docs, by convention)
-import os  # noqa: E402
+import glob
+import os
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_gpg import (  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_gpg import (
     GpgMissing,
     keyring_fingerprints,
     normalize_fingerprint,

@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-
 DOCUMENTATION = r"""
 module: rocm_package_dependents
 short_description: List the installed packages that depend on a package
@@ -31,8 +29,8 @@ options:
     type: str
     required: true
 seealso:
-  - module: rocm_package_origins
-author: rocmlab
+  - module: rocmlab.rocmlab.rocm_package_origins
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -69,8 +67,10 @@ dependents:
   sample: [hip-runtime-amd, rocm-hip-runtime, rocminfo]
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_apt import apt_cache  # noqa: E402
+from collections.abc import Iterable, Mapping
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_apt import apt_cache
 
 STRONG_DEPENDENCIES = ("Depends", "PreDepends")
 

@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-import functools
-
 DOCUMENTATION = r"""
 module: rocm_package_origins
 short_description: Tell which installed packages come from which apt origin
@@ -29,7 +27,7 @@ options:
     description: The Origin whose packages should win (AMD's, C(repo.radeon.com)).
     type: str
     required: true
-author: rocmlab
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -50,8 +48,10 @@ installed:
             "origin_version": "1.0.0.60402-1", "shadows": true}]
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_apt import apt_cache  # noqa: E402
+import functools
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_apt import apt_cache
 
 
 def origins_of(version):

@@ -6,15 +6,6 @@ the package lists, and put every file back as it was when apt cannot use them.""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import grp
-import os
-import pwd
-import re
-import time
-from dataclasses import dataclass
-
 DOCUMENTATION = r"""
 module: rocmlab_apt_files
 short_description: Write and remove apt files, refresh apt, and put them back if apt fails
@@ -126,7 +117,7 @@ options:
     description: What to check and how to run again, the last sentence of a failure message.
     type: str
     default: ""
-author: rocmlab
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -224,8 +215,17 @@ apt_errors_after:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils.apt_files import (  # noqa: E402
+import base64
+import binascii
+import grp
+import os
+import pwd
+import re
+import time
+from dataclasses import dataclass
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.apt_files import (
     APT_UPDATE,
     AptRun,
     FileRefused,
@@ -416,7 +416,7 @@ def diff(changes: Plan, before: dict[str, Record]) -> list[dict]:
 
 def update_apt(argv, timeout: float, retries: int, retry_delay: float) -> AptRun:
     run = run_apt_update(argv, timeout)
-    for _ in range(max(0, retries)):
+    for _unused in range(max(0, retries)):
         if run.ok:
             break
         time.sleep(retry_delay)

@@ -5,12 +5,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import re
-import time
-
 DOCUMENTATION = r"""
 module: rocmlab_cluster_verdict
 short_description: Judge a torchrun job of the cluster check from every host's result
@@ -61,7 +55,7 @@ options:
         a link, a special file, another owner, too large - or null).
     type: dict
     required: true
-author: rocmlab
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -132,7 +126,13 @@ record:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+import base64
+import binascii
+import json
+import re
+import time
+
+from ansible.module_utils.basic import AnsibleModule
 
 TOOL = "rocmlab cluster-check"
 TIMEOUT_CODES = {124: "sent SIGTERM", 137: "had to SIGKILL it"}

@@ -6,9 +6,6 @@ packages left unpacked or half-configured."""
 
 from __future__ import annotations
 
-import os
-import time
-
 DOCUMENTATION = r"""
 module: rocmlab_dpkg
 short_description: Tell whether dpkg can install now, and why not
@@ -30,7 +27,7 @@ options:
     description: The file system root to read (tests point it at a copied tree).
     type: path
     default: /
-author: rocmlab
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -67,7 +64,10 @@ unconfigured:
   sample: [{"package": "rocminfo", "state": "unpacked"}]
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
 
 LOCKS = (
     "var/lib/dpkg/lock-frontend",
@@ -147,7 +147,7 @@ def unconfigured(status_text):
         fields = {}
         for line in stanza.splitlines():
             if line[:1] not in (" ", "\t") and ":" in line:
-                key, _, value = line.partition(":")
+                key, _unused, value = line.partition(":")
                 fields[key] = value.strip()
         words = fields.get("Status", "").split()
         if len(words) == 3 and words[2] in BROKEN_STATES:

@@ -6,11 +6,6 @@ no login shell, no profile, nothing of the account's own choosing."""
 
 from __future__ import annotations
 
-import os
-import pwd
-import re
-import stat
-
 DOCUMENTATION = r"""
 module: rocmlab_job_env
 short_description: Run a job as an unprivileged account with a clean environment, no shell
@@ -54,7 +49,7 @@ options:
     description: More variables for the job, set last.
     type: dict
     default: {}
-author: rocmlab
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -88,7 +83,12 @@ from_file:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+import os
+import pwd
+import re
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
 
 # util-linux's runuser (merged /usr: /sbin is a link to /usr/sbin) and coreutils' env.
 RUNUSER = ("/usr/sbin/runuser", "/sbin/runuser")

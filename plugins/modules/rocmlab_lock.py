@@ -5,12 +5,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import time
-import uuid
-
 DOCUMENTATION = r"""
 module: rocmlab_lock
 short_description: Hold a host for one rocmlab run at a time
@@ -49,7 +43,7 @@ options:
     description: Take the lock even when another run holds it.
     type: bool
     default: false
-author: rocmlab
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -77,7 +71,13 @@ holder:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+import contextlib
+import json
+import os
+import time
+import uuid
+
+from ansible.module_utils.basic import AnsibleModule
 
 
 def read_holder(path):

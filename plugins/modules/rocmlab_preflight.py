@@ -6,11 +6,6 @@ venvs and the datasets go, the host's clock, GPU compute processes and logged-in
 
 from __future__ import annotations
 
-import datetime
-import os
-import struct
-import time
-
 DOCUMENTATION = r"""
 module: rocmlab_preflight
 short_description: Read what a lab rollout checks before it changes a host
@@ -54,7 +49,7 @@ options:
     type: list
     elements: str
     default: []
-author: rocmlab
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -114,7 +109,12 @@ sessions:
        "since": "2025-01-06T09:12:00+00:00"}
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+import datetime
+import os
+import struct
+import time
+
+from ansible.module_utils.basic import AnsibleModule
 
 GIB = 1024**3
 # glibc's struct utmp on Linux (bits/utmp.h; 64-bit systems keep the 32-bit layout for

@@ -6,13 +6,6 @@ following its links, blocking on its FIFOs or reading past a bound."""
 
 from __future__ import annotations
 
-import base64
-import errno
-import hashlib
-import os
-import pwd
-import stat
-
 DOCUMENTATION = r"""
 module: rocmlab_read_report
 short_description: Read a file an unprivileged account wrote, refusing links and special files
@@ -48,7 +41,7 @@ options:
     description: A missing file is no failure - C(found) is false.
     type: bool
     default: false
-author: rocmlab
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -93,7 +86,14 @@ refused:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+import base64
+import errno
+import hashlib
+import os
+import pwd
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
 
 # Reads this much at a time.
 CHUNK = 1 << 20
@@ -282,13 +282,13 @@ def main():
             **result,
         )
     module.exit_json(
-        **dict(
-            result,
-            found=True,
-            content=base64.b64encode(content).decode("ascii"),
-            size=len(content),
-            sha256=hashlib.sha256(content).hexdigest(),
-        )
+        **{
+            **result,
+            "found": True,
+            "content": base64.b64encode(content).decode("ascii"),
+            "size": len(content),
+            "sha256": hashlib.sha256(content).hexdigest(),
+        }
     )
 
 

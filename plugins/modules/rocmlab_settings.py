@@ -5,14 +5,6 @@
 
 from __future__ import annotations
 
-import json
-import optparse
-import os
-import posixpath
-import pwd
-import re
-import stat
-
 DOCUMENTATION = r"""
 module: rocmlab_settings
 short_description: Check rocmlab's settings before they reach files, commands or paths
@@ -69,7 +61,7 @@ options:
     type: list
     elements: dict
     required: true
-author: rocmlab
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -94,7 +86,16 @@ problems:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+import json
+import math
+import optparse
+import os
+import posixpath
+import pwd
+import re
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
 
 # What ends a line or hides text: C0 and C1 controls, DEL, NEL and the Unicode line and
 # paragraph separators (str.splitlines() breaks on every one of them).
@@ -450,7 +451,7 @@ def parse_pip_args(args):
         raise PipArgsError(f"{json.dumps(positional[0])} is not an option (a requirement)")
     return [
         next(s for s in strings if s.startswith("--"))
-        for strings, _ in PIP_INSTALL_OPTIONS
+        for strings, _unused in PIP_INSTALL_OPTIONS
         if getattr(options, strings[-1]) not in (None, 0)
     ]
 
@@ -610,7 +611,7 @@ def number_problems(value, spec, bad):
     if isinstance(value, str) and not NUMBER.fullmatch(value):
         return bad("is not a number")
     number = float(value)
-    if number != number or number in (float("inf"), float("-inf")):
+    if not math.isfinite(number):
         return bad("is not a finite number")
     low, above, high = spec.get("min"), spec.get("above"), spec.get("max")
     if (

@@ -6,15 +6,6 @@ without following a link that stands where the report goes."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
-import errno
-import os
-import re
-import secrets
-import stat
-
 DOCUMENTATION = r"""
 module: rocmlab_write_report
 short_description: Keep a host's report on the controller, without following links
@@ -47,7 +38,7 @@ options:
     description: The report's permissions.
     type: raw
     default: "0644"
-author: rocmlab
+author: rocmlab contributors (@rocmlab)
 """
 
 EXAMPLES = r"""
@@ -71,7 +62,16 @@ size:
   type: int
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the module's docs, by convention)
+import base64
+import binascii
+import contextlib
+import errno
+import os
+import re
+import secrets
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
 
 # A file or directory name: no '/', no control characters, not starting with '.' (no '.', '..',
 # and no name of the module's own temporary files).

@@ -137,7 +137,7 @@ def time_allreduce(
     dist.all_reduce(buffer, group=group)
     synchronize(device)
     slowest = 1e-9
-    for _ in range(PROBES):
+    for _unused in range(PROBES):
         start = time.perf_counter()
         dist.all_reduce(buffer, group=group)
         synchronize(device)
@@ -145,12 +145,12 @@ def time_allreduce(
     fits = torch.tensor([min(budget / slowest, 1e9)], dtype=torch.float64, device=device)
     dist.all_reduce(fits, op=dist.ReduceOp.MIN, group=group)
     fits_n = int(fits.item())
-    for _ in range(min(warmup, fits_n)):
+    for _unused in range(min(warmup, fits_n)):
         dist.all_reduce(buffer, group=group)
     timed = max(1, min(iters, fits_n))
     world_sync(device, group)
     start = time.perf_counter()
-    for _ in range(timed):
+    for _unused in range(timed):
         dist.all_reduce(buffer, group=group)
     synchronize(device)
     return (time.perf_counter() - start) / timed, timed

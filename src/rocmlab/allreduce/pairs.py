@@ -49,7 +49,7 @@ def round_robin(order: Sequence[int]) -> list[list[tuple[int, int]]]:
         items.append(None)  # the item drawn against None sits the round out
     count = len(items)
     rounds = []
-    for _ in range(count - 1):
+    for _unused in range(count - 1):
         pairs = []
         for i in range(count // 2):
             a, b = items[i], items[count - 1 - i]

@@ -9,6 +9,7 @@ fleet-report's three outputs, replaced all together or none, are rocmlab.fleet.o
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ def umask() -> int:
 
 def finite(value: Any) -> Any:
     """``value`` with every NaN and infinity (in dicts and lists too) as None: JSON has neither."""
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
         return {key: finite(item) for key, item in value.items()}

@@ -227,6 +227,6 @@ def http_get_resuming(url: str, part: Path, timeout: float) -> None:
 
 def parse_content_range_start(value: str) -> int | None:
     """First byte of a ``Content-Range: bytes START-END/TOTAL`` header, or None."""
-    unit, _, spec = value.partition(" ")
-    start, _, _ = spec.partition("-")
+    unit, _unused, spec = value.partition(" ")
+    start, _unused, _unused2 = spec.partition("-")
     return int(start) if unit == "bytes" and start.isdigit() else None

@@ -18,7 +18,7 @@ IDX_TYPES: dict[int, tuple[str, int]] = {
     0x0D: ("float32", 4),
     0x0E: ("float64", 8),
 }
-_TYPE_CODES = {name: code for code, (name, _) in IDX_TYPES.items()}
+_TYPE_CODES = {name: code for code, (name, _unused) in IDX_TYPES.items()}
 
 
 class IdxFormatError(ValueError):

@@ -36,7 +36,7 @@ def _login_hint(ctx: Context, name: str, value: str | None) -> str:
 
 def check_gfx_override(ctx: Context) -> Result:
     """HSA_OVERRIDE_GFX_VERSION: needed and missing, set but not needed, wrong, or mixed cards."""
-    _, gpus = detect(ctx.sysfs_root, ctx.read_path)
+    _unused, gpus = detect(ctx.sysfs_root, ctx.read_path)
     value = ctx.env.get("HSA_OVERRIDE_GFX_VERSION")
     hint = _login_hint(ctx, "HSA_OVERRIDE_GFX_VERSION", value)
     shown, notes = visible(gpus, ctx.env)
@@ -105,7 +105,7 @@ def _labels(gpus: list[Gpu]) -> str:
 
 def check_igpu_hidden(ctx: Context) -> Result:
     """An integrated GPU visible beside a discrete one without ROCR/HIP_VISIBLE_DEVICES."""
-    _, gpus = detect(ctx.sysfs_root, ctx.read_path)
+    _unused, gpus = detect(ctx.sysfs_root, ctx.read_path)
     igpus = [gpu for gpu in gpus if gpu.igpu]
     discrete = [gpu for gpu in gpus if gpu.usable and not gpu.igpu]
     if not gpus:
@@ -116,7 +116,7 @@ def check_igpu_hidden(ctx: Context) -> Result:
         return passed(f"the integrated GPU is the only one: {_labels(igpus)}")
     shown, notes = visible(gpus, ctx.env)
     shown_igpus = [gpu for gpu in shown if gpu.igpu]
-    wanted, _ = wanted_environment(gpus)
+    wanted, _unused = wanted_environment(gpus)
     keep = wanted.get("ROCR_VISIBLE_DEVICES", ",".join(str(g.index) for g in discrete))
     hint = _login_hint(ctx, "ROCR_VISIBLE_DEVICES", ctx.env.get("ROCR_VISIBLE_DEVICES"))
     if not shown_igpus:

@@ -159,8 +159,8 @@ def check_torch_gpu(ctx: Context) -> Result:
         return skipped(torch.error)
     if torch.hip is None:
         return skipped(f"torch {torch.version} is not a ROCm build (see torch_build)")
-    _, gpus = detect(ctx.sysfs_root, ctx.read_path)
-    shown, _ = visible(gpus, ctx.env)
+    _unused, gpus = detect(ctx.sysfs_root, ctx.read_path)
+    shown, _unused = visible(gpus, ctx.env)
     shown = [gpu for gpu in shown if gpu.usable]
     if not shown:
         return skipped("no usable AMD GPU visible to this process")

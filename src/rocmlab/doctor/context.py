@@ -115,7 +115,7 @@ def _bounded_output(
             left = deadline - time.monotonic()
             if left <= 0:
                 return bytes(data[process.stdout]), bytes(data[process.stderr]), False, False
-            for key, _ in selector.select(left):
+            for key, _unused in selector.select(left):
                 stream = key.fileobj
                 chunk = os.read(key.fd, 64 * KIB)
                 if not chunk:
@@ -356,7 +356,7 @@ def parse_dpkg_status(text: str) -> dict[str, dict[str, str]]:
         for line in stanza.splitlines():
             if line[:1] in (" ", "\t") or ":" not in line:
                 continue
-            key, _, value = line.partition(":")
+            key, _unused, value = line.partition(":")
             fields[key] = value.strip()
         if "Package" in fields:
             packages[fields["Package"]] = fields

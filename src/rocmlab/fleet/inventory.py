@@ -230,7 +230,7 @@ def hosts_from_ansible(path: Path, executable: str) -> list[str]:
     command = [executable, "-i", str(path), "--list", "--export"]
     try:
         result = subprocess.run(
-            command, capture_output=True, text=True, timeout=ANSIBLE_TIMEOUT_S, env=env
+            command, capture_output=True, text=True, timeout=ANSIBLE_TIMEOUT_S, env=env, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InventoryError(f"--inventory {path}: {' '.join(command)} failed: {exc}") from None
@@ -356,7 +356,7 @@ def hosts_from_yaml(doc: Any, path: Path) -> list[str]:
 def _refuse_loop(graph: dict[tuple[str, Any], list[tuple[str, Any]]], path: Path) -> None:
     loop = _find_loop(graph)[:-1]
     if loop:
-        first = next(i for i, (kind, _) in enumerate(loop) if kind == "group")
+        first = next(i for i, (kind, _unused) in enumerate(loop) if kind == "group")
         groups = [name for kind, name in loop[first:] + loop[:first] if kind == "group"]
         groups.append(groups[0])
         raise InventoryError(

@@ -55,7 +55,7 @@ def _keep_aside(directory: Path, name: str) -> Path | None:
     """A hard link to the current ``name`` (a file or a link, not followed) under a new random
     name (os.link never overwrites), to put back if a later rename fails; None when the
     filesystem makes no hard links."""
-    for _ in range(8):
+    for _unused in range(8):
         aside = directory / f".{name}.{secrets.token_hex(8)}.old"
         try:
             os.link(directory / name, aside, follow_symlinks=False)

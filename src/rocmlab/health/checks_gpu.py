@@ -99,7 +99,7 @@ def compute_gpus(h: HealthContext) -> list[Gpu]:
     source, gpus = detect(h.doctor.sysfs_root, h.doctor.read_path)
     if source != "kfd":
         return []
-    shown, _ = visible(gpus, h.doctor.env)
+    shown, _unused = visible(gpus, h.doctor.env)
     return [gpu for gpu in shown if gpu.usable]
 
 

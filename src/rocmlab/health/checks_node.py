@@ -179,7 +179,7 @@ def check_kernel_log(h: HealthContext) -> Outcome:
             if pattern.search(line):
                 matched.append((status, what, line.strip()))
                 break
-    digests = [_digest(line) for _, _, line in matched]
+    digests = [_digest(line) for _unused, _unused2, line in matched]
     new = [m for m, d in zip(matched, digests, strict=True) if d not in seen]
     failures = [m for m in matched if m[0] == FAIL]
     state = {"seen": list(dict.fromkeys(digests))[-MAX_SEEN:]}
@@ -188,9 +188,9 @@ def check_kernel_log(h: HealthContext) -> Outcome:
         source += f" ({limit_text(KERNEL_LOG_LIMIT)}; the rest was not read)"
     since = "since the last run" if before is not None else "this boot (no earlier run)"
     new_fail = [m for m in new if m[0] == FAIL]
-    evidence = [line for _, _, line in (new_fail or failures or new)][:MAX_EVIDENCE]
+    evidence = [line for _unused, _unused2, line in (new_fail or failures or new)][:MAX_EVIDENCE]
     if failures:
-        kinds = ", ".join(dict.fromkeys(kind for _, kind, _ in failures))
+        kinds = ", ".join(dict.fromkeys(kind for _unused, kind, _unused2 in failures))
         when = f"{len(new_fail)} new {since}" if new_fail else "earlier this boot"
         return Outcome(
             failed(
@@ -203,7 +203,7 @@ def check_kernel_log(h: HealthContext) -> Outcome:
             state,
         )
     if new:
-        kinds = ", ".join(dict.fromkeys(kind for _, kind, _ in new))
+        kinds = ", ".join(dict.fromkeys(kind for _unused, kind, _unused2 in new))
         return Outcome(
             warned(
                 f"{len(new)} new amdgpu line(s) {since} in {source}: {kinds}: jobs running on "
@@ -409,7 +409,7 @@ def check_disk_space(h: HealthContext) -> Outcome:
         entry["paths"].append(absolute)
         entry["threshold"] = max(entry["threshold"], threshold)
     if not by_fs:
-        return Outcome(skipped(f"none of {', '.join(p for p, _ in wanted)} exists here"))
+        return Outcome(skipped(f"none of {', '.join(p for p, _unused in wanted)} exists here"))
     lines, low, full = [], [], []
     for entry in by_fs.values():
         where = " and ".join(entry["paths"])

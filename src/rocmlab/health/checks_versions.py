@@ -204,7 +204,7 @@ def check_rocm_version(h: HealthContext) -> Outcome:
                     f"ROCm {built} (rocm_repo_version)",
                 )
             )
-    torch, _ = read_record(ctx, PYTORCH_RECORD)
+    torch, _unused = read_record(ctx, PYTORCH_RECORD)
     if torch is not None and _text(torch, "hip_version"):
         built = major_minor(_text(torch, "hip_version") or "")
         notes.append(f"torch built for {built}")

@@ -206,7 +206,7 @@ def run_tasks(tasks: Sequence[Task], end: float) -> dict[str, Done]:
                 if not running:
                     break
                 wait = min(r.deadline for r in running.values()) - time.monotonic()
-                for key, _ in selector.select(max(wait, 0)):
+                for key, _unused in selector.select(max(wait, 0)):
                     item = running[key.fd]
                     if _read(item):
                         selector.unregister(item.fd)

@@ -42,7 +42,7 @@ class Spec:
 
     @property
     def tier(self) -> int:
-        return next(tier for phase, tier, _ in PHASES if phase == self.phase)
+        return next(tier for phase, tier, _unused in PHASES if phase == self.phase)
 
 
 def doctor(check: Callable[[Context], Result]) -> Work:
@@ -82,7 +82,7 @@ STATEFUL = ("kernel_log", "pcie_replays", "ras_errors")
 
 def tier_budget(tier: int) -> float:
     """Seconds a run of ``tier`` may take: its phases and those of the tiers below."""
-    return sum(budget for _, phase_tier, budget in PHASES if phase_tier <= tier)
+    return sum(budget for _unused, phase_tier, budget in PHASES if phase_tier <= tier)
 
 
 def phases(tier: int) -> list[tuple[str, float, list[Spec]]]:

@@ -58,7 +58,7 @@ def _number(value: float) -> str:
 def render(doc: dict[str, Any], finished: float) -> str:
     """The textfile of one run's document; ``finished`` is its end in seconds since the epoch."""
     tier = str(doc["tier"])
-    samples: dict[str, list[str]] = {name: [] for name, _ in METRICS}
+    samples: dict[str, list[str]] = {name: [] for name, _unused in METRICS}
     for check in doc["checks"]:
         name, status = check["name"], check["status"]
         samples[f"{PREFIX}_check"].append(

@@ -51,7 +51,7 @@ def matmul_probe(
         iterations, elapsed = 1, 0.0
         while True:
             start = time.perf_counter()
-            for _ in range(iterations):
+            for _unused in range(iterations):
                 c = a @ b
             synchronize(device)
             elapsed = time.perf_counter() - start

@@ -47,7 +47,7 @@ class StepModel(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.shape_input(x)
-        for _, op in self.STEPS:
+        for _unused, op in self.STEPS:
             x = self.run_step(op, x)
         return x
 

@@ -163,12 +163,12 @@ def _references(
             continue
         module = None if op in STATELESS else getattr(reference, op)
         params = list(module.named_parameters()) if module is not None else []
-        wrt = ([inp] if below is not None else []) + [p for _, p in params]
+        wrt = ([inp] if below is not None else []) + [p for _unused, p in params]
         if not wrt:
             continue
         grads = torch.autograd.grad(out, wrt, grad_outputs=d(f"grad:{name}"))
         keys = ([f"grad:{below}"] if below is not None else []) + [
-            f"grad:{op}.{param_name}" for param_name, _ in params
+            f"grad:{op}.{param_name}" for param_name, _unused in params
         ]
         for key, grad in zip(keys, grads, strict=True):
             pairs[key] = (d(key), grad)

@@ -204,13 +204,13 @@ def gather(ctx: DistContext, obj: Any, device: torch.device) -> list[Any]:
         return [obj]
     data = _json_tensor(obj, device)
     length = torch.tensor([data.numel()], dtype=torch.int64, device=device)
-    lengths = [torch.zeros_like(length) for _ in range(ctx.world_size)]
+    lengths = [torch.zeros_like(length) for _unused in range(ctx.world_size)]
     dist.all_gather(lengths, length)
     sizes = [int(n) for n in lengths]
     _check_lengths(sizes)
     buffer = torch.zeros(max(sizes), dtype=torch.uint8, device=device)
     buffer[: data.numel()] = data
-    buffers = [torch.empty_like(buffer) for _ in range(ctx.world_size)]
+    buffers = [torch.empty_like(buffer) for _unused in range(ctx.world_size)]
     dist.all_gather(buffers, buffer)
     return [_json_from(b, n) for b, n in zip(buffers, sizes, strict=True)]
 

@@ -18,18 +18,18 @@ class Progress:
         self.enabled = enabled
         self.out = out if out is not None else sys.stdout
         self.bar_stream = bar_stream if bar_stream is not None else sys.stderr
-        self.bar = enabled and self.bar_stream.isatty()
+        self.live = enabled and self.bar_stream.isatty()
         self._drawn = False
 
     def wants_bar(self, step: int, steps: int) -> bool:
         """Whether to redraw the bar at this step (each redraw costs a device sync)."""
-        return self.bar and step % max(1, steps // UPDATES_PER_EPOCH) == 0
+        return self.live and step % max(1, steps // UPDATES_PER_EPOCH) == 0
 
     def draw(self, epoch: int, epochs: int, step: int, steps: int, loss: float) -> None:
         """Redraw the bar in place."""
         done = int(BAR_WIDTH * step / steps)
-        bar = "#" * done + "." * (BAR_WIDTH - done)
-        self.bar_stream.write(f"\repoch {epoch}/{epochs} [{bar}] {step}/{steps} loss {loss:.4f}")
+        drawn = "#" * done + "." * (BAR_WIDTH - done)
+        self.bar_stream.write(f"\repoch {epoch}/{epochs} [{drawn}] {step}/{steps} loss {loss:.4f}")
         self.bar_stream.flush()
         self._drawn = True
 

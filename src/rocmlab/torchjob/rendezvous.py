@@ -64,7 +64,7 @@ def _listening_inodes(port: int, proc: Path) -> set[str]:
             fields = line.split()
             if len(fields) < 10 or fields[3] != TCP_LISTEN:
                 continue
-            _, _, hex_port = fields[1].rpartition(":")
+            _unused, _unused2, hex_port = fields[1].rpartition(":")
             try:
                 if int(hex_port, 16) == port:
                     inodes.add(fields[9])
@@ -110,7 +110,7 @@ def port_in_use_message(address: str, port: int, holder: str | None) -> str:
 
 def store_unreachable_hint(address: str) -> str:
     """What a rank that cannot reach the store (or gets no answer from it) should check."""
-    host, _, port = address.rpartition(":")
+    host, _unused, port = address.rpartition(":")
     return (
         f"nothing answered as the job's store at {address}: rank 0 did not serve it (read its "
         f"message), or another process holds port {port} on {host}; {WHAT_TO_DO}"
