@@ -118,13 +118,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import json
-
     from rocmlab.common.textsafe import for_terminal
     from rocmlab.fleet.gather import ReportsDirError
     from rocmlab.fleet.html import fleet_html
     from rocmlab.fleet.inventory import InventoryError, parse_host_list, read_inventory
-    from rocmlab.fleet.junit import junit_xml
+    from rocmlab.fleet.jsonout import file_pieces
+    from rocmlab.fleet.junit import junit_chunks
     from rocmlab.fleet.outputs import OutputError, write_all
     from rocmlab.fleet.rules import build_fleet
     from rocmlab.fleet.table import table_lines
@@ -154,10 +153,11 @@ def _run(args: argparse.Namespace) -> int:
         fleet = build_fleet(reports_dir, declared, args.slow_fraction, args.health_max_age)
     except ReportsDirError as exc:
         raise UsageError(f"{exc}; no output was written", USAGE_EXIT) from None
+    # fleet.json and the JUnit XML are made as they are written (rocmlab.fleet.outputs).
     rendered = {
-        "fleet.json": (json.dumps(fleet, indent=2) + "\n").encode("utf-8"),
+        "fleet.json": file_pieces(fleet),
         "fleet.html": fleet_html(fleet).encode("utf-8"),
-        "fleet.junit.xml": junit_xml(fleet),
+        "fleet.junit.xml": junit_chunks(fleet),
     }
     lines = table_lines(fleet)
     try:
