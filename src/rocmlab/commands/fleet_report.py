@@ -102,8 +102,15 @@ def max_age(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     """Run ``rocmlab fleet-report``: any failure to make the report is exit 2, never 1 (not
     ready) and never a partial set of outputs."""
+    import gc
+
     from rocmlab.common.textsafe import for_terminal
 
+    # The run builds one large tree of records and rows, which the cyclic collector walks
+    # again and again as it grows (a tenth of the time at 10,000 hosts, docs/performance.md):
+    # it runs less often, not never (a refused record can leave a cycle that holds its text).
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], 10_000), *thresholds[1:])
     try:
         return _run(args)
     except UsageError as exc:
@@ -115,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
             for_terminal(f"the report could not be made: {type(exc).__name__}: {exc} (a fault)"),
             USAGE_EXIT,
         ) from None
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -51,6 +51,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _STRING = re.compile(r'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _DEPTH_STEPS = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # +1, -1 as signed bytes
+_ONE_KIND = bytes.maketrans(b"{}", b"[]")
 _NOT_STRUCTURE = bytes(range(256)).translate(None, b'"[]{}')  # all bytes but quotes, brackets
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
@@ -196,6 +197,13 @@ def _valid_depth(data: bytes) -> int:
     outside the strings."""
     text = data.replace(b"\\\\", b"").replace(b'\\"', b"")
     outside = b"".join(text.translate(None, _NOT_STRUCTURE).split(b'"')[::2])
+    # Brackets are matched in valid JSON, so their kind does not matter: each round takes away
+    # the innermost pairs, and the rounds it takes to take them all are the depth.
+    brackets = outside.translate(_ONE_KIND)
+    for depth in range(MAX_DEPTH + 1):
+        if not brackets:
+            return depth
+        brackets = brackets.replace(b"[]", b"")
     steps = array("b", outside.translate(_DEPTH_STEPS))
     return max(accumulate(steps), default=0)
 

@@ -73,3 +73,38 @@ def get_choice(record: Any, key: str, choices: Iterable[Any], where: str = "") -
 def get_list(record: Any, key: str, where: str = "") -> list[Any]:
     """``record[key]`` when it is an array."""
     return get(record, key, "array", where=where)
+
+
+# Exact Python types of the JSON types (what json.loads makes), for ``fits``.
+TYPES = {
+    "null": frozenset({type(None)}),
+    "boolean": frozenset({bool}),
+    "integer": frozenset({int}),
+    "number": frozenset({int, float}),
+    "string": frozenset({str}),
+    "array": frozenset({list}),
+    "object": frozenset({dict}),
+}
+STRING = TYPES["string"]
+STRING_OR_NULL = TYPES["string"] | TYPES["null"]
+ARRAY = TYPES["array"]
+_MISSING = object()
+
+
+def shape_of(keys: dict[str, tuple[str, ...]]) -> tuple[tuple[str, frozenset[type]], ...]:
+    """``fits``'s shape of ``get``'s reads: key -> the JSON type names it accepts."""
+    return tuple(
+        (key, frozenset().union(*(TYPES[kind] for kind in kinds))) for key, kinds in keys.items()
+    )
+
+
+def fits(record: Any, shape: tuple[tuple[str, frozenset[type]], ...]) -> bool:
+    """Whether ``record`` is an object holding each key of ``shape`` with a value of one of its
+    types: the common case, checked in one pass. Never true where ``get`` would refuse the
+    record (so a reader may skip its reads when it is); when it is false the reads say why."""
+    if type(record) is not dict:
+        return False
+    for key, types in shape:  # noqa: SIM110 (a loop: all() and a generator cost twice as much)
+        if type(record.get(key, _MISSING)) not in types:
+            return False
+    return True

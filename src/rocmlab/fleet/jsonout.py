@@ -91,6 +91,23 @@ def _key(key: Any) -> str:
     return encode_basestring_ascii(key)
 
 
+def _is_scalar(value: Any) -> bool:
+    """Whether the flat encoder writes ``value`` on one line: a scalar or an empty container."""
+    kind = type(value)
+    return kind in _SCALARS or ((kind is dict or kind is list) and not value)
+
+
+def _flat_dicts(value: list[Any], depth: int) -> str:
+    """A list of non-empty flat objects at ``depth`` (a host's checks) in one call of the C
+    encoder: written with the separators of the objects' items, the boundaries between the
+    objects (``},`` newline, their items' indentation, ``{``: nothing else writes that, as the
+    encoder escapes every newline in a string) are then given their own indentation."""
+    outer, middle, inner = INDENT * depth, INDENT * (depth + 1), INDENT * (depth + 2)
+    text = _flat_encoder(depth + 2)(value)[2:-2]
+    text = text.replace("},\n" + inner + "{", f"\n{middle}}},\n{middle}{{\n{inner}")
+    return f"[\n{middle}{{\n{inner}{text}\n{middle}}}\n{outer}]"
+
+
 def _encode(value: Any, depth: int, out: list[str]) -> None:
     """Append the text of ``value`` at ``depth`` to ``out``."""
     kind = type(value)
@@ -101,28 +118,37 @@ def _encode(value: Any, depth: int, out: list[str]) -> None:
             text = _flat_encoder(depth + 1)(value)
             out.append(f"{{\n{INDENT * (depth + 1)}{text[1:-1]}\n{INDENT * depth}}}")
         else:
-            inner = ",\n" + INDENT * (depth + 1)
-            out.append("{\n" + INDENT * (depth + 1))
-            first = True
+            # Runs of items on one line each are written together by the flat encoder.
+            parts: list[str] = []
+            run: dict[Any, Any] = {}
             for key, item in value.items():
-                if not first:
-                    out.append(inner)
-                first = False
-                out.append(_key(key) + ": ")
-                _encode(item, depth + 1, out)
-            out.append("\n" + INDENT * depth + "}")
+                if _is_scalar(item):
+                    run[key] = item
+                    continue
+                if run:
+                    parts.append(_flat_encoder(depth + 1)(run)[1:-1])
+                    run = {}
+                inner: list[str] = [_key(key), ": "]
+                _encode(item, depth + 1, inner)
+                parts.append("".join(inner))
+            if run:
+                parts.append(_flat_encoder(depth + 1)(run)[1:-1])
+            separator = ",\n" + INDENT * (depth + 1)
+            out.append(f"{{\n{INDENT * (depth + 1)}{separator.join(parts)}\n{INDENT * depth}}}")
     elif kind is list or kind is tuple:
         if not value:
             out.append("[]")
         elif _is_flat(value):
             text = _flat_encoder(depth + 1)(value)
             out.append(f"[\n{INDENT * (depth + 1)}{text[1:-1]}\n{INDENT * depth}]")
+        elif kind is list and all(type(v) is dict and v and _is_flat(v.values()) for v in value):
+            out.append(_flat_dicts(value, depth))
         else:
-            inner = ",\n" + INDENT * (depth + 1)
+            inner_separator = ",\n" + INDENT * (depth + 1)
             out.append("[\n" + INDENT * (depth + 1))
             for index, item in enumerate(value):
                 if index:
-                    out.append(inner)
+                    out.append(inner_separator)
                 _encode(item, depth + 1, out)
             out.append("\n" + INDENT * depth + "]")
     elif kind in _SCALARS:

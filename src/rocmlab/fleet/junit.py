@@ -85,20 +85,20 @@ class _Case:
     __slots__ = ("children", "classname", "name", "outcome")
 
     def __init__(self, classname: str, name: str) -> None:
-        self.classname = classname
+        self.classname = classname  # as the attribute's text: the same for a suite's cases
         self.name = name
         self.children: list[str] = []
         self.outcome = ""  # "failure", "error", "skipped" or "" (passed)
 
     def text(self, indent: str) -> str:
-        attributes = {"classname": _clean(self.classname), "name": _clean(self.name), "time": "0"}
-        if not self.children:
-            return indent + _leaf("testcase", attributes, None)
-        inner = "\n" + indent + "  "
-        return (
-            f"{indent}{_start('testcase', attributes)}>{inner}{inner.join(self.children)}"
-            f"\n{indent}</testcase>"
+        start = (
+            f'{indent}<testcase classname="{self.classname}" name="{_attr(_clean(self.name))}" '
+            'time="0"'
         )
+        if not self.children:
+            return start + " />"
+        inner = "\n" + indent + "  "
+        return f"{start}>{inner}{inner.join(self.children)}\n{indent}</testcase>"
 
 
 def _outcome(case: _Case, tag: str, message: str, body: str | None = None) -> None:
@@ -141,14 +141,15 @@ def _counts(cases: list[_Case]) -> dict[str, int]:
 
 
 def _host_cases(host: dict[str, Any]) -> list[_Case]:
-    ready = _Case(host["host"], "ready")
+    classname = _attr(_clean(host["host"]))
+    ready = _Case(classname, "ready")
     if not host["ready"]:
         _outcome(ready, "failure", f"{host['state']}: {host['reason']}")
     if flags(host):
         _system_out(ready, "\n".join(flags(host)))
     cases = [ready]
     for check in host["checks"]:
-        case = _Case(host["host"], f"{check['source']}.{check['name']}")
+        case = _Case(classname, f"{check['source']}.{check['name']}")
         cases.append(case)
         status = check["status"]
         if status == "pass":
@@ -167,7 +168,7 @@ def _host_cases(host: dict[str, Any]) -> list[_Case]:
 
 
 def _cluster_cases(cluster: dict[str, Any]) -> list[_Case]:
-    case = _Case("fleet", "cluster")
+    case = _Case("fleet", "cluster")  # no character to escape
     if cluster["problem"] is not None:
         _outcome(case, "error", f"unreadable {cluster['file']}: {cluster['problem']}")
     elif cluster["verdict"] not in CLUSTER_PASSING:
