@@ -25,6 +25,7 @@ from rocmlab.fleet.fields import (
     STRING,
     STRING_OR_NULL,
     RecordError,
+    Shape,
     fits,
     get,
     get_choice,
@@ -72,8 +73,8 @@ def _keep(doc: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
 # the checks kept (records.py and rules.py) are interned (sys.intern): most are the same on
 # every host, and 10,000 hosts' checks held over 100 MB of copies of them.
 _FINDING_KEYS = ("name", "status", "saw", "fix", "evidence")
-_FINDING = (("name", STRING), ("status", STRING), ("saw", STRING), ("fix", STRING_OR_NULL),
-            ("evidence", ARRAY))  # fmt: skip
+_FINDING = Shape({"name": STRING, "status": STRING, "saw": STRING, "fix": STRING_OR_NULL,
+                  "evidence": ARRAY})  # fmt: skip
 _STATUSES = frozenset(CHECK_STATUSES)
 _take_finding = itemgetter(*_FINDING_KEYS)
 
@@ -177,7 +178,7 @@ def read_smoke_report(doc: Any) -> dict[str, Any]:
     return kept
 
 
-_PREFLIGHT_CHECK = (("name", STRING), ("status", STRING), ("detail", STRING))
+_PREFLIGHT_CHECK = Shape({"name": STRING, "status": STRING, "detail": STRING})
 _PREFLIGHT_STATUSES = frozenset(("pass", "warn", "fail"))
 
 
