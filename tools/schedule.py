@@ -8,7 +8,8 @@ tools/test-jobs. The rules, in order:
     the checkout's build/);
   - a job marked alone runs with nothing beside it, and starts as early as its needs allow: it
     and what it needs go first, and while it waits (for its needs, or for the running jobs to
-    end) only jobs expected to end before it can start are started beside them;
+    end) only jobs expected to end before it can start are started beside them, and the jobs
+    marked first while its needs are still expected to run or another of them runs;
   - then the jobs marked first (the lint and pytest: quick to fail, no containers);
   - otherwise the longest job first, a job's length counting the jobs that wait for it.
 
@@ -206,6 +207,11 @@ def pick(
     if waiting_alone:
         first = waiting_alone[0]
         reserved = {first} | _needed_by(first, table)
+    # What the job marked alone still waits for among the running jobs (its image being built).
+    needs_left = max(
+        (max(_seconds(n, seconds) - ran, 0.0) for n, ran in running.items() if n in reserved),
+        default=0.0,
+    )
     for name in order(pending, table, estimate):
         job = table.get(name)
         if any(need not in done for need in job.needs):
@@ -214,9 +220,13 @@ def pick(
             continue
         if job.alone and running:
             continue
-        # While a job marked alone waits, only its needs, or a job that ends before the running
-        # ones do (so before it can start), start.
-        if reserved and name not in reserved and _seconds(name, seconds) > drained:
+        # While a job marked alone waits, only its needs, a job that ends before the running
+        # ones do (so before it can start), or a job marked first while one of its needs is
+        # still expected to run or another job marked first runs, start.
+        fits = _seconds(name, seconds) <= drained or (
+            job.first and (needs_left > 0 or any(table.get(n).first for n in running))
+        )
+        if reserved and name not in reserved and not fits:
             continue
         return name
     return None

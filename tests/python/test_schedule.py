@@ -121,6 +121,12 @@ def test_while_the_alone_job_waits_for_its_need_only_what_ends_before_starts():
     assert pick(["cluster", "edge", "gfx"], running={"image": 220}) is None  # 100 > 30
     # The estimate of a reused image: nothing fits beside it.
     assert pick(pending, running={"image": 0}, estimate={"image": 0}) is None
+    # A job marked first starts while its image is expected to run (pytest: 180 > 70 left), or
+    # while another job marked first runs; any other job only if it ends in time.
+    assert pick(["cluster", "pytest", "edge"], running={"image": 180}) == "pytest"
+    assert pick(["cluster", "lint", "gfx"], running={"pytest": 170}, done={"image"}) == "lint"
+    assert pick(["cluster", "gfx"], running={"pytest": 170}, done={"image"}) is None
+    assert pick(["cluster", "gfx"], running={"pytest": 50}, done={"image"}) == "gfx"
 
 
 def test_workers_and_unknown_jobs():
@@ -154,8 +160,11 @@ def test_the_simulated_suite_keeps_every_rule():
         assert sum(s <= start < e for s, e in spans.values()) <= 2
     scenarios = [n for n in jobs if n not in ("lint", "pytest", "converged_image")]
     assert max(spans["lint"][0], spans["pytest"][0]) <= min(spans[n][0] for n in scenarios)
-    # cluster starts as soon as its image is built.
-    assert spans["cluster"][0] == spans["converged_image"][1]
+    # cluster starts as soon as its image is built and the lint and pytest have ended.
+    assert spans["cluster"][0] == max(spans[n][1] for n in ("converged_image", "lint", "pytest"))
+    # A reused image (estimate 0): cluster at once, nothing beside it.
+    _, reused = schedule.simulate(jobs, real, workers=2, estimate={"converged_image": 0})
+    assert [(n, s) for n, s, _ in reused[:2]] == [("converged_image", 0), ("cluster", 0)]
     # Two workers do better than the sum of every job on one.
     one, _ = schedule.simulate(jobs, real, workers=1)
     assert one == sum(real.get(n).seconds for n in jobs)

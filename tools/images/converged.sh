@@ -56,3 +56,14 @@ docker commit --change 'CMD ["sleep", "infinity"]' \
   --message "rocmlab test image: Debian 12 converged by playbooks/site.yml" \
   "$name" "$tag" >/dev/null
 echo "$tag: built"
+
+# Images of this recipe made from other inputs over a week ago, which no container uses: gone (a
+# rerun of an older checkout rebuilds its own). `docker rmi` refuses an image still in use.
+docker image ls --filter "reference=${tag%%:*}" --format '{{.Repository}}:{{.Tag}} {{.CreatedAt}}' |
+  while read -r old created _; do
+    [ "$old" != "$tag" ] || continue
+    if [ "$(date -d "$created" +%s 2>/dev/null || echo 0)" -lt "$(($(date +%s) - 7 * 86400))" ]; then
+      docker rmi "$old" >/dev/null 2>&1 && echo "removed $old (over a week old)"
+    fi
+  done
+true
