@@ -198,7 +198,7 @@ def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict
     reasons = []
     if not torch:
         reasons.append("no torch")
-    elif str(torch).split("+")[0] != plan["version"]:
+    elif str(torch).split("+", maxsplit=1)[0] != plan["version"]:
         reasons.append(f"torch {torch} instead of {plan['version']}")
     if plan["wants_torchvision"] and _major_minor(torchvision) != plan["torchvision"]:
         reasons.append(f"torchvision {torchvision or 'missing'} instead of {plan['torchvision']}.*")

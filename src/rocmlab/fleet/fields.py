@@ -26,7 +26,7 @@ _KINDS = (
 
 _ANY = ("string", "integer", "number", "boolean", "null", "array", "object")
 # The same by exact type, for the values json.loads makes (looked up once per value read).
-_EXACT = {kind: name for kind, name in _KINDS}
+_EXACT = dict(_KINDS)
 
 
 def json_kind(value: Any) -> str:
@@ -107,7 +107,8 @@ class Shape:
         """Whether ``record`` is an object holding each key with a value of one of its types:
         the common case. Never true where ``get`` would refuse the record (so a reader may skip
         its reads when it is); when it is false the reads say why."""
-        if type(record) is not dict:
+        # Exact JSON types (a bool is not an int here).
+        if type(record) is not dict:  # pylint: disable=unidiomatic-typecheck
             return False
         try:
             values = self._take(record)

@@ -86,7 +86,8 @@ def _scalar(value: Any) -> str:
 
 
 def _key(key: Any) -> str:
-    if type(key) is not str:  # json writes 1, 1.5, true, null keys as strings
+    # json writes 1, 1.5, true, null keys as strings
+    if type(key) is not str:  # pylint: disable=unidiomatic-typecheck
         key = next(iter(json.loads(json.dumps({key: None}))))
     return encode_basestring_ascii(key)
 
@@ -141,6 +142,7 @@ def _encode(value: Any, depth: int, out: list[str]) -> None:
         elif _is_flat(value):
             text = _flat_encoder(depth + 1)(value)
             out.append(f"[\n{INDENT * (depth + 1)}{text[1:-1]}\n{INDENT * depth}]")
+        # pylint: disable-next=unidiomatic-typecheck
         elif kind is list and all(type(v) is dict and v and _is_flat(v.values()) for v in value):
             out.append(_flat_dicts(value, depth))
         else:

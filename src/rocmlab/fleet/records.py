@@ -84,6 +84,7 @@ def _finding(check: Any, index: int, where: str = "") -> dict[str, Any]:
     if not (
         fits(check, _FINDING)
         and check["status"] in _STATUSES
+        # pylint: disable-next=unidiomatic-typecheck
         and (not check["evidence"] or all(type(item) is str for item in check["evidence"]))
     ):
         at = f"{where}checks[{index}]."
