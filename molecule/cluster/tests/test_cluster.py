@@ -1,8 +1,8 @@
 """The cluster check across three hosts: what converge left (an exact all-reduce with bandwidth
 and every pair, the training across the three, the reports on the controller), then one run per
 case, in this order: check mode, bad input, a second run, a slowed link, a host that cannot reach
-the rendezvous, a host stopped mid-run, a host down before the run (the last two leave host c
-stopped; destroy removes it)."""
+the rendezvous, a port held on the rendezvous host, a host stopped mid-run, a host down before
+the run (the last two leave host c stopped; destroy removes it)."""
 
 from __future__ import annotations
 
@@ -304,6 +304,45 @@ def test_a_host_that_cannot_reach_the_rendezvous_is_named():
     assert record["tool"] == "rocmlab cluster-check" and record["passed"] is False
     assert record["never_joined"] == [C] and record["error"] == message
     for name in HOSTS:
+        assert not node(name).file(LOCK).exists
+
+
+HOLD_PORT = """
+import os, socket, time
+open("/tmp/rocmlab-held-port.pid", "w").write(str(os.getpid()))
+s = socket.socket()
+s.bind(("", 29400))
+s.listen()
+time.sleep(600)
+"""
+
+
+def test_a_held_rendezvous_port_is_named_and_no_job_starts():
+    # Another process listens on the rendezvous port of a (the rendezvous host): the run stops
+    # before any torchrun starts, naming the setting, the port and the host, instead of leaving
+    # b and c waiting for a rendezvous that never comes.
+    before = {name: node(name).file(f"{WORK}/allreduce.json").mtime for name in HOSTS}
+    node(A).run_expect(
+        [0], f"setsid python3 -c {shlex.quote(HOLD_PORT)} </dev/null >/dev/null 2>&1 &"
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while (
+            node(A)
+            .run("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 29400))'")
+            .rc
+        ):
+            assert time.monotonic() < deadline, "the listener did not start"
+            time.sleep(0.5)
+        run = play(PLAYBOOK, LEAN)
+    finally:
+        node(A).run("kill $(cat /tmp/rocmlab-held-port.pid)")
+    assert run.returncode != 0
+    message = message_of(run)
+    assert f"cluster_check_port: 29400 is already in use on the rendezvous host {A}" in message
+    assert "No allreduce job was started on any host" in message, message
+    for name in HOSTS:
+        assert node(name).file(f"{WORK}/allreduce.json").mtime == before[name]
         assert not node(name).file(LOCK).exists
 
 
