@@ -35,9 +35,11 @@ ARGUMENT_SPECS_HEADER = (
     "# settings (it also holds their checks): edit that file, then run the tool.\n"
 )
 END = "<!-- END role variables -->"
-# The roles a lab configures, in the order the site playbook applies them (the internal roles
-# rocmlab and framework_venv are documented in their READMEs and left out of the lab example).
+# The roles a lab configures: rocmlab's settings (the lab cache, the run lock, dpkg) apply to
+# every role, the others in the order the site playbook applies them (the internal role
+# framework_venv takes its arguments from pytorch_rocm and tensorflow_rocm, and is left out).
 PUBLIC_ROLES = (
+    "rocmlab",
     "rocm_repo",
     "rocm_packages",
     "user_groups",
@@ -75,6 +77,8 @@ def spec_options(role_dir: Path) -> dict[str, dict]:
 
 
 def short_description(role_dir: Path) -> str:
+    if declaration(role_dir).get("summary"):
+        return declaration(role_dir)["summary"]
     specs = declaration(role_dir).get("argument_specs", {})
     entry = specs.get("main") or next(iter(specs.values()), {})
     return entry.get("short_description", "")
