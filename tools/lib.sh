@@ -117,6 +117,28 @@ ensure_promtool() {
   rm -rf "$tmp"
 }
 
+# The tag of the converged Debian 12 host image (tools/images/converged.sh): a hash of what makes
+# it (roles/, playbooks/, plugins/, src/, the project's metadata and toolchain pins, the recipe and
+# its settings, the base image's id, the AMD-layout mirror and the wheelhouse it was converged
+# from), so that a run with unchanged inputs reuses the image. Needs ROCMLAB_IMAGE_DEBIAN12 and the
+# mirror's and the wheelhouse's variables (tools/test sets them).
+converged_image_tag() {
+  local base sum
+  base=$(docker image inspect -f '{{.Id}}' "$ROCMLAB_IMAGE_DEBIAN12") || return 1
+  sum=$(
+    cd "$ROCMLAB_ROOT" || exit 1
+    {
+      find roles playbooks plugins src -type f ! -name '*.pyc' ! -path '*/__pycache__/*' \
+        ! -path '*.egg-info/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+      sha256sum pyproject.toml README.md ansible.cfg requirements/dev.lock \
+        tools/images/converged.sh tools/images/converged.yml
+      echo "$base ${ROCMLAB_MIRROR_DIR:-} ${ROCMLAB_MIRROR_FINGERPRINT:-}"
+      cat "${ROCMLAB_WHEELHOUSE_DIR:-/nonexistent}/.complete" 2>/dev/null
+    } | sha256sum | cut -c1-16
+  ) || return 1
+  echo "rocmlab-test/debian12-converged:$sum"
+}
+
 # Everything the demo and the tests need before Ansible runs.
 prepare_lab() {
   ensure_venv

@@ -40,7 +40,8 @@ def test_per_distribution_vars_cover_the_matrix_and_nothing_else(role):
 def test_the_molecule_scenarios_run_exactly_the_tested_systems():
     images = set()
     for molecule_yml in (REPO / "molecule").glob("*/molecule.yml"):
-        images |= set(re.findall(r"ROCMLAB_IMAGE_(\w+)", molecule_yml.read_text()))
+        # ROCMLAB_IMAGE_DEBIAN12_CONVERGED: the Debian 12 image converged by site.yml.
+        images |= set(re.findall(r"ROCMLAB_IMAGE_([A-Z]+[0-9]+)", molecule_yml.read_text()))
     tested = {f"{row['distribution'].upper()}{row['major']}" for row in MATRIX if row["tested"]}
     assert images == tested
 

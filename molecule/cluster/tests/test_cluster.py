@@ -321,7 +321,10 @@ def test_a_held_rendezvous_port_is_named_and_no_job_starts():
     # Another process listens on the rendezvous port of a (the rendezvous host): the run stops
     # before any torchrun starts, naming the setting, the port and the host, instead of leaving
     # b and c waiting for a rendezvous that never comes.
-    before = {name: node(name).file(f"{WORK}/allreduce.json").mtime for name in HOSTS}
+    # A marker where each host's report goes: a job that started would remove it first.
+    marker = "written by the test: no job may start"
+    for name in HOSTS:
+        node(name).run_expect([0], f"echo '{marker}' > {WORK}/allreduce.json")
     node(A).run_expect(
         [0], f"setsid python3 -c {shlex.quote(HOLD_PORT)} </dev/null >/dev/null 2>&1 &"
     )
@@ -342,7 +345,7 @@ def test_a_held_rendezvous_port_is_named_and_no_job_starts():
     assert f"cluster_check_port: 29400 is already in use on the rendezvous host {A}" in message
     assert "No allreduce job was started on any host" in message, message
     for name in HOSTS:
-        assert node(name).file(f"{WORK}/allreduce.json").mtime == before[name]
+        assert node(name).file(f"{WORK}/allreduce.json").content_string.strip() == marker
         assert not node(name).file(LOCK).exists
 
 
