@@ -19,6 +19,15 @@ the rollout prints them. FINDINGS holds what the preflight tasks registered:
   skip_busy       rocmlab_fleet_skip_busy
 
 fleet_decision(checks, skip_busy) -> {"state": go|unreachable|failed|skipped, "reason"}.
+
+What the preflight play gathers and prints around them:
+
+fleet_python_detail(found) -> the python check's detail, from the frameworks' *_python_found
+fleet_declared(declared) -> {"mirrors", "space"}: what the applied roles declared, merged
+fleet_space(space, need_gib) -> [{"name", "path", "need_gib"}] for rocmlab_preflight
+fleet_lines(hosts, checks, decisions) -> one line per host and check, and one per decision
+fleet_aside(hosts, decisions) -> ["host (state)"] of the hosts that do not go
+fleet_go(hosts, decisions) -> the hosts that go, in inventory order
 """
 
 from __future__ import annotations
@@ -155,9 +164,88 @@ def fleet_decision(checks, skip_busy=True, in_use=()):
     return {"state": "go", "reason": None}
 
 
+def _framework(found):
+    return f"torch {found['torch']}" if "torch" in found else str(found["package"])
+
+
+def fleet_python_detail(found):
+    """The python check's detail: the frameworks' *_python_found (None: not installed with pip
+    in this rollout), each interpreter with its version and what has wheels for it."""
+    said = [
+        f"{f['path']} {f['version']}: {_framework(f)} has wheels for Python"
+        f" {', '.join(map(str, f['wheels_for']))}"
+        for f in found or []
+        if f
+    ]
+    return "; ".join(said) or "no framework installed with pip in this rollout"
+
+
+def fleet_declared(declared):
+    """What the applied roles declared in their tasks/preflight.yml (<role>_preflight:
+    {mirrors: [{what, urls}], space: [{what, path}]}), merged in role order."""
+    declared = [d for d in declared or [] if d]
+    return {
+        "mirrors": [m for d in declared for m in d.get("mirrors") or []],
+        "space": [s for d in declared for s in d.get("space") or []],
+    }
+
+
+def fleet_space(space, need_gib):
+    """The places rocmlab_preflight checks, with the GiB each needs
+    (rocmlab_fleet_free_space_gib by kind; 0 where it names none)."""
+    return [
+        {
+            "name": item["what"],
+            "path": item["path"],
+            "need_gib": (need_gib or {}).get(item["what"], 0),
+        }
+        for item in space or []
+    ]
+
+
+def fleet_lines(hosts, checks, decisions):
+    """One line per host and check, then the host's decision, the host names aligned. CHECKS
+    and DECISIONS: {host: [checks]}, {host: decision}; a host without checks has its decision
+    alone."""
+    hosts = list(hosts)
+    width = max((len(h) for h in hosts), default=0)
+    lines = []
+    for host in hosts:
+        for check in (checks or {}).get(host) or []:
+            gap = "  " if check["status"] == "fail" else " "
+            lines.append(
+                f"{host.ljust(width)}  {check['status'].upper()}{gap}{check['name'].ljust(24)}"
+                f" {check['detail']}"
+            )
+        decision = decisions[host]
+        outcome = (
+            "goes into the rollout"
+            if decision["state"] == "go"
+            else f"{decision['state']}: {decision['reason']}"
+        )
+        lines.append(f"{host.ljust(width)}  => {outcome}")
+    return lines
+
+
+def fleet_aside(hosts, decisions):
+    """The hosts set aside in preflight, "host (state)", in inventory order."""
+    return [f"{h} ({decisions[h]['state']})" for h in hosts if decisions[h]["state"] != "go"]
+
+
+def fleet_go(hosts, decisions):
+    """The hosts that go into the rollout, in inventory order (the first is the canary)."""
+    return [h for h in hosts if decisions[h]["state"] == "go"]
+
+
 class FilterModule:
     def filters(self):
         return {
             "fleet_preflight_checks": fleet_preflight_checks,
             "fleet_decision": fleet_decision,
+            "fleet_python_detail": fleet_python_detail,
+            "fleet_declared": fleet_declared,
+            "fleet_space": fleet_space,
+            "fleet_lines": fleet_lines,
+            "fleet_aside": fleet_aside,
+            "fleet_go": fleet_go,
         }

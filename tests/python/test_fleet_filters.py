@@ -199,3 +199,93 @@ def test_a_refused_settings_check_leaves_nothing_else_to_judge() -> None:
         )
     )
     assert [c["name"] for c in checks] == ["reachable", "settings", "dpkg", "clock", "in_use"]
+
+
+# --- What the preflight play gathers and prints around the checks. ---
+TORCH_FOUND = {
+    "path": "/usr/bin/python3",
+    "version": "3.11.2",
+    "torch": "2.13",
+    "wheels_for": ["3.10", "3.11"],
+}
+TF_FOUND = {
+    "path": "/usr/bin/python3",
+    "version": "3.11.2",
+    "package": "tensorflow-cpu 2.18.1",
+    "wheels_for": ["3.9", "3.10", "3.11", "3.12"],
+}
+
+
+def test_the_python_detail_names_each_framework_and_its_wheels() -> None:
+    assert fleet.fleet_python_detail([TORCH_FOUND, TF_FOUND]) == (
+        "/usr/bin/python3 3.11.2: torch 2.13 has wheels for Python 3.10, 3.11; /usr/bin/python3"
+        " 3.11.2: tensorflow-cpu 2.18.1 has wheels for Python 3.9, 3.10, 3.11, 3.12"
+    )
+    assert fleet.fleet_python_detail([None, TF_FOUND]).startswith("/usr/bin/python3 3.11.2: tens")
+    assert fleet.fleet_python_detail([None, None]) == (
+        "no framework installed with pip in this rollout"
+    )
+
+
+def test_what_the_roles_declared_is_merged_in_role_order() -> None:
+    declared = [
+        {"mirrors": [{"what": "ROCm", "urls": ["a"]}], "space": [{"what": "rocm", "path": "/opt"}]},
+        None,
+        {"mirrors": [], "space": [{"what": "venvs", "path": "/opt/rocmlab/venvs/pytorch"}]},
+        {"mirrors": [{"what": "PyTorch wheelhouse", "urls": [WHEELHOUSE]}], "space": []},
+    ]
+    assert fleet.fleet_declared(declared) == {
+        "mirrors": [
+            {"what": "ROCm", "urls": ["a"]},
+            {"what": "PyTorch wheelhouse", "urls": [WHEELHOUSE]},
+        ],
+        "space": [
+            {"what": "rocm", "path": "/opt"},
+            {"what": "venvs", "path": "/opt/rocmlab/venvs/pytorch"},
+        ],
+    }
+    assert fleet.fleet_declared([]) == {"mirrors": [], "space": []}
+
+
+def test_each_place_gets_the_space_its_kind_needs() -> None:
+    space = [
+        {"what": "rocm", "path": "/opt"},
+        {"what": "venvs", "path": "/opt/rocmlab/venvs/pytorch"},
+        {"what": "datasets", "path": "/var/lib/rocmlab/data"},
+    ]
+    assert fleet.fleet_space(space, {"rocm": 30, "venvs": 15}) == [
+        {"name": "rocm", "path": "/opt", "need_gib": 30},
+        {"name": "venvs", "path": "/opt/rocmlab/venvs/pytorch", "need_gib": 15},
+        {"name": "datasets", "path": "/var/lib/rocmlab/data", "need_gib": 0},
+    ]
+
+
+HOSTS = ["ws-01", "lab-ws-2", "ws-3"]
+DECISIONS = {
+    "ws-01": {"state": "go", "reason": None},
+    "lab-ws-2": {"state": "failed", "reason": "preflight: dpkg: an interrupted dpkg run"},
+    "ws-3": {"state": "unreachable", "reason": "no answer within 30 s"},
+}
+
+
+def test_one_line_per_host_and_check_then_the_decision_aligned() -> None:
+    checks = {
+        "ws-01": [{"name": "reachable", "status": "pass", "detail": "answered in 1 s"}],
+        "lab-ws-2": [{"name": "dpkg", "status": "fail", "detail": "an interrupted dpkg run"}],
+        "ws-3": [],
+    }
+    assert fleet.fleet_lines(HOSTS, checks, DECISIONS) == [
+        "ws-01     PASS reachable                answered in 1 s",
+        "ws-01     => goes into the rollout",
+        "lab-ws-2  FAIL  dpkg                     an interrupted dpkg run",
+        "lab-ws-2  => failed: preflight: dpkg: an interrupted dpkg run",
+        "ws-3      => unreachable: no answer within 30 s",
+    ]
+
+
+def test_the_hosts_set_aside_and_those_that_go_keep_inventory_order() -> None:
+    assert fleet.fleet_aside(HOSTS, DECISIONS) == ["lab-ws-2 (failed)", "ws-3 (unreachable)"]
+    assert fleet.fleet_go(HOSTS, DECISIONS) == ["ws-01"]
+    both = {**DECISIONS, "ws-3": {"state": "go", "reason": None}}
+    assert fleet.fleet_go(HOSTS, both) == ["ws-01", "ws-3"]
+    assert fleet.fleet_aside([], {}) == [] and fleet.fleet_lines([], {}, {}) == []

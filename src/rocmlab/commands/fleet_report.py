@@ -102,8 +102,15 @@ def max_age(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     """Run ``rocmlab fleet-report``: any failure to make the report is exit 2, never 1 (not
     ready) and never a partial set of outputs."""
+    import gc
+
     from rocmlab.common.textsafe import for_terminal
 
+    # The run builds one large tree of records and rows, which the cyclic collector walks
+    # again and again as it grows (a tenth of the time at 10,000 hosts, docs/performance.md):
+    # it runs less often, not never (a refused record can leave a cycle that holds its text).
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], 10_000), *thresholds[1:])
     try:
         return _run(args)
     except UsageError as exc:
@@ -115,16 +122,17 @@ def run(args: argparse.Namespace) -> int:
             for_terminal(f"the report could not be made: {type(exc).__name__}: {exc} (a fault)"),
             USAGE_EXIT,
         ) from None
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 def _run(args: argparse.Namespace) -> int:
-    import json
-
     from rocmlab.common.textsafe import for_terminal
     from rocmlab.fleet.gather import ReportsDirError
     from rocmlab.fleet.html import fleet_html
     from rocmlab.fleet.inventory import InventoryError, parse_host_list, read_inventory
-    from rocmlab.fleet.junit import junit_xml
+    from rocmlab.fleet.jsonout import file_pieces
+    from rocmlab.fleet.junit import junit_chunks
     from rocmlab.fleet.outputs import OutputError, write_all
     from rocmlab.fleet.rules import build_fleet
     from rocmlab.fleet.table import table_lines
@@ -154,10 +162,11 @@ def _run(args: argparse.Namespace) -> int:
         fleet = build_fleet(reports_dir, declared, args.slow_fraction, args.health_max_age)
     except ReportsDirError as exc:
         raise UsageError(f"{exc}; no output was written", USAGE_EXIT) from None
+    # fleet.json and the JUnit XML are made as they are written (rocmlab.fleet.outputs).
     rendered = {
-        "fleet.json": (json.dumps(fleet, indent=2) + "\n").encode("utf-8"),
+        "fleet.json": file_pieces(fleet),
         "fleet.html": fleet_html(fleet).encode("utf-8"),
-        "fleet.junit.xml": junit_xml(fleet),
+        "fleet.junit.xml": junit_chunks(fleet),
     }
     lines = table_lines(fleet)
     try:

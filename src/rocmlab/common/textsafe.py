@@ -49,6 +49,8 @@ def for_terminal(text: str, markup: bool = False) -> str:
     written as a visible escape (``\\x1b``, ``\\n``, ``\\u202e``) that shows what it was and does
     nothing; the rest unchanged. ``markup``: for HTML and XML, where tab, newline and carriage
     return are white space and kept."""
+    if text.isprintable():  # none of them is printable (tests/python/test_common.py)
+        return text
     return (_UNSAFE_MARKUP if markup else _UNSAFE).sub(_escape, text)
 
 

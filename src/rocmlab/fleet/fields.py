@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import product
+from operator import itemgetter
 from typing import Any
 
 
@@ -22,17 +24,20 @@ _KINDS = (
 )
 
 
+_ANY = ("string", "integer", "number", "boolean", "null", "array", "object")
+# The same by exact type, for the values json.loads makes (looked up once per value read).
+_EXACT = {kind: name for kind, name in _KINDS}
+
+
 def json_kind(value: Any) -> str:
     """The JSON type name of a parsed value (``true`` is a boolean, not a number)."""
+    name = _EXACT.get(type(value))
+    if name is not None:
+        return name
     for kind, name in _KINDS:
         if isinstance(value, kind):
             return name
     return type(value).__name__
-
-
-def _matches(value: Any, kind: str) -> bool:
-    actual = json_kind(value)
-    return actual == kind or (kind == "number" and actual == "integer")
 
 
 def _shown(value: Any) -> str:
@@ -42,32 +47,82 @@ def _shown(value: Any) -> str:
 
 def get(record: Any, key: str, *kinds: str, where: str = "") -> Any:
     """``record[key]`` when it is one of ``kinds`` (JSON type names); else RecordError."""
-    name = f"{where}{key}"
     if not isinstance(record, dict):
         what = f"'{where.rstrip('.')}'" if where else "the document"
         raise RecordError(f"{what} is {json_kind(record)}, expected an object")
-    if key not in record:
-        raise RecordError(f"missing key '{name}'")
-    value = record[key]
-    if not any(_matches(value, kind) for kind in kinds):
-        raise RecordError(
-            f"'{name}' is {json_kind(value)} {_shown(value)}, expected {' or '.join(kinds)}"
-        )
-    return value
+    try:
+        value = record[key]
+    except KeyError:
+        raise RecordError(f"missing key '{where}{key}'") from None
+    actual = json_kind(value)
+    if actual in kinds or (actual == "integer" and "number" in kinds):
+        return value
+    raise RecordError(f"'{where}{key}' is {actual} {_shown(value)}, expected {' or '.join(kinds)}")
 
 
 def get_choice(record: Any, key: str, choices: Iterable[Any], where: str = "") -> Any:
     """``record[key]`` when it is one of ``choices`` (type included: 1 is not true); else
     RecordError naming them."""
-    allowed = list(choices)
-    value = get(record, key, "string", "integer", "number", "boolean", "null", "array", "object",
-                where=where)  # fmt: skip
-    if not any(value == choice and type(value) is type(choice) for choice in allowed):
-        listed = ", ".join("null" if c is None else repr(c) for c in allowed)
-        raise RecordError(f"'{where}{key}' is {_shown(value)}, expected one of {listed}")
-    return value
+    allowed = choices if isinstance(choices, (tuple, list)) else list(choices)
+    value = get(record, key, *_ANY, where=where)
+    for choice in allowed:
+        if value == choice and type(value) is type(choice):
+            return value
+    listed = ", ".join("null" if c is None else repr(c) for c in allowed)
+    raise RecordError(f"'{where}{key}' is {_shown(value)}, expected one of {listed}")
 
 
 def get_list(record: Any, key: str, where: str = "") -> list[Any]:
     """``record[key]`` when it is an array."""
     return get(record, key, "array", where=where)
+
+
+# Exact Python types of the JSON types (what json.loads makes), for ``fits``.
+TYPES = {
+    "null": frozenset({type(None)}),
+    "boolean": frozenset({bool}),
+    "integer": frozenset({int}),
+    "number": frozenset({int, float}),
+    "string": frozenset({str}),
+    "array": frozenset({list}),
+    "object": frozenset({dict}),
+}
+STRING = TYPES["string"]
+STRING_OR_NULL = TYPES["string"] | TYPES["null"]
+ARRAY = TYPES["array"]
+
+
+class Shape:
+    """The keys of an object and the exact types their values may have, checked in one pass
+    (``fits``): the object's values by one itemgetter, their types as one tuple looked up among
+    the allowed ones."""
+
+    def __init__(self, types: dict[str, frozenset[type]]) -> None:
+        self.keys = tuple(types)
+        self._take = itemgetter(*self.keys)
+        self._allowed = frozenset(product(*types.values()))
+        self._one = len(self.keys) == 1
+
+    def fits(self, record: Any) -> bool:
+        """Whether ``record`` is an object holding each key with a value of one of its types:
+        the common case. Never true where ``get`` would refuse the record (so a reader may skip
+        its reads when it is); when it is false the reads say why."""
+        if type(record) is not dict:
+            return False
+        try:
+            values = self._take(record)
+        except KeyError:
+            return False
+        return ((type(values),) if self._one else tuple(map(type, values))) in self._allowed
+
+
+def shape_of(keys: dict[str, tuple[str, ...]]) -> Shape:
+    """The Shape of ``get``'s reads: key -> the JSON type names it accepts."""
+    return Shape(
+        {key: frozenset().union(*(TYPES[kind] for kind in kinds)) for key, kinds in keys.items()}
+    )
+
+
+def fits(record: Any, shape: Shape) -> bool:
+    """``shape.fits(record)``."""
+    return shape.fits(record)

@@ -85,6 +85,11 @@ class _Kind:
     reader: Callable[[Any], dict[str, Any]]
     names_host: bool  # whether the record's "host" is the inventory name
 
+    @property
+    def prefix(self) -> str:
+        """What comes before a file name in the records' names: ``fleet/rollout/``."""
+        return "" if self.directory == Path() else f"{self.directory.as_posix()}/"
+
 
 KINDS = (
     _Kind("report", "report", Path(), read_smoke_report, names_host=False),
@@ -188,7 +193,7 @@ def _read_for_host(
     candidates = located.candidates(host)
     if not candidates or dir_fd is None:
         return None
-    names = [(kind.directory / name).as_posix() for name in candidates]
+    names = [f"{kind.prefix}{name}" for name in candidates]
     rec.files[kind.key] = names[0]
     if len(candidates) > 1:
         rec.problems.append(

@@ -1,6 +1,8 @@
 """Writing the fleet report's outputs all together or not at all.
 
-The three outputs are rendered in memory first. Each is written to a temporary file that
+Each output is given as its bytes or as pieces of them, made as they are written (fleet.json
+and the JUnit XML of 10,000 hosts are over 100 MB together: they are not held whole). Each is
+written to a temporary file that
 ``tempfile.mkstemp`` creates exclusively (``O_CREAT | O_EXCL``, a random name, mode 0600 until it
 is complete), so nothing planted in REPORTS_DIR beforehand (a link named like a temporary file) is
 written through. Only when all of them are written and flushed are they renamed over the outputs,
@@ -17,9 +19,13 @@ import os
 import secrets
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from rocmlab.common.outputs import umask
+
+# An output's content: its bytes, or pieces of them made as they are written.
+Output = bytes | Iterable[bytes]
 
 
 class OutputError(Exception):
@@ -36,12 +42,16 @@ def _check_destination(directory: Path, name: str) -> None:
         raise IsADirectoryError(errno.EISDIR, "a directory, which the report cannot replace")
 
 
-def _write_temporary(directory: Path, name: str, data: bytes, mode: int) -> Path:
+def _write_temporary(directory: Path, name: str, data: Output, mode: int) -> Path:
     fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
     path = Path(temporary)
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(data)
+            if isinstance(data, bytes):
+                out.write(data)
+            else:
+                for piece in data:  # a fault while they are made: no output is replaced
+                    out.write(piece)
             out.flush()
             os.fsync(out.fileno())
             os.fchmod(out.fileno(), mode)
@@ -67,8 +77,9 @@ def _keep_aside(directory: Path, name: str) -> Path | None:
     return None
 
 
-def write_all(directory: Path, outputs: dict[str, bytes]) -> None:
-    """Write ``outputs`` (file name: content) into ``directory``: all of them or none."""
+def write_all(directory: Path, outputs: dict[str, Output]) -> None:
+    """Write ``outputs`` (file name: content, or its pieces) into ``directory``: all of them or
+    none."""
     mode = 0o666 & ~umask()
     temporaries: dict[str, Path] = {}
     aside: dict[str, Path | None] = {}  # the previous output, where there is one

@@ -14,10 +14,25 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
+from operator import itemgetter
 from pathlib import Path
+from sys import intern
 from typing import Any
 
-from rocmlab.fleet.fields import RecordError, get, get_choice, get_list, json_kind
+from rocmlab.fleet.fields import (
+    ARRAY,
+    STRING,
+    STRING_OR_NULL,
+    RecordError,
+    Shape,
+    fits,
+    get,
+    get_choice,
+    get_list,
+    json_kind,
+    shape_of,
+)
 
 SMOKE_SCHEMAS = (1, 2)
 CHECK_STATUSES = ("pass", "warn", "fail", "skip", "error")
@@ -41,7 +56,10 @@ def _schema_version(doc: Any, accepted: Iterable[int]) -> int:
 
 
 def _read_checks(doc: dict[str, Any], keys: dict[str, tuple[str, ...]], where: str) -> None:
+    fast = shape_of(keys)
     for index, check in enumerate(get_list(doc, "checks")):
+        if fits(check, fast):
+            continue
         for key, kinds in keys.items():
             get(check, key, *kinds, where=f"{where}[{index}].")
 
@@ -51,14 +69,23 @@ def _keep(doc: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     return {key: doc[key] for key in keys if key in doc}
 
 
-def read_doctor(doc: Any, where: str = "") -> dict[str, Any]:
-    """A ``rocmlab doctor --json`` document (schema 1), standalone or embedded in a smoke report:
-    its verdict and checks."""
-    get(doc, "schema_version", "integer", where=where)
-    get(doc, "host", "string", where=where)
-    get_choice(doc, "verdict", ("pass", "warn", "fail"), where=where)
-    checks = []
-    for index, check in enumerate(get_list(doc, "checks", where=where)):
+# A check of the doctor's or of health's: its keys, and their types for ``fits``. The texts of
+# the checks kept (records.py and rules.py) are interned (sys.intern): most are the same on
+# every host, and 10,000 hosts' checks held over 100 MB of copies of them.
+_FINDING_KEYS = ("name", "status", "saw", "fix", "evidence")
+_FINDING = Shape({"name": STRING, "status": STRING, "saw": STRING, "fix": STRING_OR_NULL,
+                  "evidence": ARRAY})  # fmt: skip
+_STATUSES = frozenset(CHECK_STATUSES)
+_take_finding = itemgetter(*_FINDING_KEYS)
+
+
+def _finding(check: Any, index: int, where: str = "") -> dict[str, Any]:
+    """A doctor or health check, with the keys the fleet report uses."""
+    if not (
+        fits(check, _FINDING)
+        and check["status"] in _STATUSES
+        and (not check["evidence"] or all(type(item) is str for item in check["evidence"]))
+    ):
         at = f"{where}checks[{index}]."
         get(check, "name", "string", where=at)
         get_choice(check, "status", CHECK_STATUSES, where=at)
@@ -67,8 +94,31 @@ def read_doctor(doc: Any, where: str = "") -> dict[str, Any]:
         for item in get_list(check, "evidence", where=at):
             if not isinstance(item, str):
                 raise RecordError(f"'{at}evidence' holds {item!r}, expected strings")
-        checks.append(_keep(check, ("name", "status", "saw", "fix", "evidence")))
+    name, status, saw, fix, evidence = _take_finding(check)
+    return {
+        "name": intern(name),
+        "status": intern(status),
+        "saw": intern(saw),
+        "fix": fix if fix is None else intern(fix),
+        "evidence": [intern(item) for item in evidence],
+    }
+
+
+def read_doctor(doc: Any, where: str = "") -> dict[str, Any]:
+    """A ``rocmlab doctor --json`` document (schema 1), standalone or embedded in a smoke report:
+    its verdict and checks."""
+    get(doc, "schema_version", "integer", where=where)
+    get(doc, "host", "string", where=where)
+    get_choice(doc, "verdict", ("pass", "warn", "fail"), where=where)
+    checks = [_finding(check, index, where) for index, check in
+              enumerate(get_list(doc, "checks", where=where))]  # fmt: skip
     return {"verdict": doc["verdict"], "checks": checks}
+
+
+def _smoke_check(check: dict[str, Any]) -> dict[str, Any]:
+    kept = _keep(check, ("name", "passed", "detail", "rank"))
+    kept["name"], kept["detail"] = intern(kept["name"]), intern(kept["detail"])
+    return kept
 
 
 # What the fleet report reads of a smoke report (docs/fleet-report.md, "Inputs").
@@ -103,7 +153,7 @@ def read_smoke_report(doc: Any) -> dict[str, Any]:
         "checks",
     )
     kept = _keep(doc, REPORT_KEYS)
-    kept["checks"] = [_keep(check, ("name", "passed", "detail", "rank")) for check in checks]
+    kept["checks"] = [_smoke_check(check) for check in checks]
     if version >= 2:
         doctor = get(doc, "doctor", "object", "null")
         if doctor is not None:
@@ -128,6 +178,10 @@ def read_smoke_report(doc: Any) -> dict[str, Any]:
     return kept
 
 
+_PREFLIGHT_CHECK = Shape({"name": STRING, "status": STRING, "detail": STRING})
+_PREFLIGHT_STATUSES = frozenset(("pass", "warn", "fail"))
+
+
 def read_preflight(doc: Any) -> dict[str, Any]:
     """A preflight record ``fleet/preflight/<host>.json`` (schema 1)."""
     _schema_version(doc, (1,))
@@ -136,11 +190,18 @@ def read_preflight(doc: Any) -> dict[str, Any]:
     get(doc, "passed", "boolean")
     checks = []
     for index, check in enumerate(get_list(doc, "checks")):
-        at = f"checks[{index}]."
-        get(check, "name", "string", where=at)
-        get_choice(check, "status", ("pass", "warn", "fail"), where=at)
-        get(check, "detail", "string", where=at)
-        checks.append(_keep(check, ("name", "status", "detail")))
+        if not (fits(check, _PREFLIGHT_CHECK) and check["status"] in _PREFLIGHT_STATUSES):
+            at = f"checks[{index}]."
+            get(check, "name", "string", where=at)
+            get_choice(check, "status", ("pass", "warn", "fail"), where=at)
+            get(check, "detail", "string", where=at)
+        checks.append(
+            {
+                "name": intern(check["name"]),
+                "status": intern(check["status"]),
+                "detail": intern(check["detail"]),
+            }
+        )
     facts = get(doc, "facts", "object")
     for key in ("distribution", "kernel", "python"):
         get(facts, key, "string", where="facts.")
@@ -176,7 +237,12 @@ def utc_seconds(text: str, where: str) -> float:
     try:
         if not _UTC.match(text):
             raise ValueError
-        return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ"))
+        fields = (int(text[0:4]), int(text[5:7]), int(text[8:10]),
+                  int(text[11:13]), int(text[14:16]), int(text[17:19]))  # fmt: skip
+        if fields[5] >= 60:  # a leap second, which strptime takes (and datetime does not)
+            return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ"))
+        datetime(*fields)  # the date checked as strptime checks it (no 31 February)
+        return calendar.timegm(fields)
     except (ValueError, OverflowError):
         raise RecordError(
             f"'{where}' is {text[:40]!r}, expected a UTC time such as 2026-01-30T08:00:00Z"
@@ -192,17 +258,7 @@ def read_health(doc: Any) -> dict[str, Any]:
     get_choice(doc, "tier", HEALTH_TIERS)
     finished = utc_seconds(get(doc, "finished", "string"), "finished")
     verdict = get_choice(doc, "verdict", ("pass", "warn", "fail"))
-    checks = []
-    for index, check in enumerate(get_list(doc, "checks")):
-        at = f"checks[{index}]."
-        get(check, "name", "string", where=at)
-        get_choice(check, "status", CHECK_STATUSES, where=at)
-        get(check, "saw", "string", where=at)
-        get(check, "fix", "string", "null", where=at)
-        for item in get_list(check, "evidence", where=at):
-            if not isinstance(item, str):
-                raise RecordError(f"'{at}evidence' holds {item!r}, expected strings")
-        checks.append(_keep(check, ("name", "status", "saw", "fix", "evidence")))
+    checks = [_finding(check, index) for index, check in enumerate(get_list(doc, "checks"))]
     failed = [c["name"] for c in checks if c["status"] == "fail"]
     if (verdict == "fail") != bool(failed):
         why = f"check {', '.join(failed)} failed" if failed else "no check failed"

@@ -42,7 +42,9 @@ def build_fleet(
     ``health_max_age`` (seconds): a host whose health report is missing or older fails."""
     found: Gathered = gather(reports_dir, declared.hosts)
     now = time.time()
-    hosts = [host_entry(found.hosts[name], now, health_max_age) for name in declared.hosts]
+    # Each host's records are let go once its entry is made: they are not kept beside the
+    # whole fleet's entries.
+    hosts = [host_entry(found.hosts.pop(name), now, health_max_age) for name in declared.hosts]
     drift = flag_drift(hosts)
     groups = flag_slow(hosts, slow_fraction)
     ready = sum(host["ready"] for host in hosts)
