@@ -16,6 +16,9 @@ description:
   - Shadowing is what apt's pin cannot undo, an installed version that I(origin) does not
     offer and that sorts above the newest version I(origin) offers (a pin below 1000 never
     downgrades). A lower version from elsewhere is simply upgraded to I(origin)'s.
+  - An installed version that carries an AMD release (C(1.0.0.70100-1)) is AMD's own package of
+    another release, never the distribution's, even when no source offers it any more (the
+    sources were moved to another release); rocm_release_plan moves it.
   - Read-only. Uses python3-apt's cache as apt-cache policy does.
 options:
   names:
@@ -52,6 +55,7 @@ import functools
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_apt import apt_cache
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import release_of
 
 
 def origins_of(version):
@@ -74,6 +78,7 @@ def installed_origins(apt_pkg, cache, names, origin):
         shadows = (
             newest is not None
             and origin not in from_where
+            and release_of(current.ver_str) is None
             and apt_pkg.version_compare(current.ver_str, newest) > 0
         )
         found.append(

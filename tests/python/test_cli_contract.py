@@ -130,18 +130,14 @@ def test_the_roles_copy_is_the_contract() -> None:
     assert "__smoke_test_cli_exit_meaning | combine({124:" in roles["__smoke_test_exit_meaning"]
 
 
-def settings_rows(tree: Any) -> dict[str, dict[str, Any]]:
-    """Every mapping with a ``name`` and a ``kind`` in a task file: the rows of role rocmlab's
-    settings check, by setting."""
+def settings_rows(declaration: Any) -> dict[str, dict[str, Any]]:
+    """The checks a role's meta/settings.yml declares (what role rocmlab's settings check runs),
+    by setting."""
     rows: dict[str, dict[str, Any]] = {}
-    if isinstance(tree, dict):
-        if isinstance(tree.get("name"), str) and "kind" in tree:
-            rows[tree["name"]] = tree
-        for value in tree.values():
-            rows.update(settings_rows(value))
-    elif isinstance(tree, list):
-        for item in tree:
-            rows.update(settings_rows(item))
+    for entry in declaration["argument_specs"].values():
+        for name, option in (entry.get("options") or {}).items():
+            if "check" in option:
+                rows.setdefault(name, option["check"])
     return rows
 
 
@@ -152,7 +148,7 @@ def resolved(value: Any, variables: dict[str, Any]) -> Any:
 
 
 def test_the_roles_checks_offer_what_the_cli_accepts() -> None:
-    rows = settings_rows(yaml.safe_load((ROLE / "tasks" / "validate.yml").read_text()))
+    rows = settings_rows(yaml.safe_load((ROLE / "meta" / "settings.yml").read_text()))
     variables = role_vars()
     assert resolved(rows["smoke_test_model"]["choices"], variables) == SMOKE["models"]
     assert resolved(rows["smoke_test_dataset"]["choices"], variables) == SMOKE["datasets"]
@@ -192,9 +188,9 @@ def test_a_model_added_to_the_contract_only_is_drift_until_the_role_follows(
     assert yaml.safe_load((copy / "roles/smoke_test/vars/main.yml").read_text())[
         "__smoke_test_models"
     ] == ["mlp", "cnn", "vit"]
-    spec = copy / "roles" / "smoke_test" / "meta" / "argument_specs.yml"
+    spec = copy / "roles" / "smoke_test" / "meta" / "settings.yml"
     spec.write_text(spec.read_text().replace("choices: [mlp, cnn]", "choices: [mlp, cnn, vit]"))
-    assert role_docs.main(["--root", str(copy)]) == 0  # the README table follows the spec
+    assert role_docs.main(["--root", str(copy)]) == 0  # what is generated follows the declaration
     assert role_docs.main(["--check", "--root", str(copy)]) == 0
 
 

@@ -1,6 +1,6 @@
-"""Unit tests for plugins/modules/rocmlab_settings.py (role rocmlab): the one check every role
-runs on the inventory values that reach a file, a command line or a path, before anything on a
-host changes.
+"""Unit tests for plugins/module_utils/settings.py: the checks of every role's settings (declared
+in roles/<role>/meta/settings.yml), which the action rocmlab_check_settings runs on the
+controller, and the module rocmlab_settings on a host, before anything on a host changes.
 
 Each class of hostile input has a table; every value is refused with a sentence naming the
 variable, the value and what is accepted. The pip option parser is checked against pip's own
@@ -19,12 +19,12 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
-    "rocmlab_settings", REPO / "plugins" / "modules" / "rocmlab_settings.py"
+    "rocmlab_settings", REPO / "plugins" / "module_utils" / "settings.py"
 )
 assert _spec is not None and _spec.loader is not None
 settings = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(settings)
-LAB_CACHE_VALIDATE = REPO / "roles" / "lab_cache" / "tasks" / "validate.yml"
+LAB_CACHE_SETTINGS = REPO / "roles" / "lab_cache" / "meta" / "settings.yml"
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="changes owners: run as root")
 
 
@@ -292,7 +292,7 @@ def test_credentials_are_accepted_where_the_role_masks_them():
 def test_only_the_pip_sources_the_roles_mask_accept_credentials():
     """The settings that accept credentials are exactly those the roles mask."""
     masked = []
-    for path in sorted((REPO / "roles").glob("*/tasks/*.yml")):
+    for path in sorted((REPO / "roles").glob("*/meta/settings.yml")):
         for spec in settings_in(path):
             for item in (spec, spec.get("items") or {}):
                 if item.get("credentials") == "masked":
@@ -307,26 +307,15 @@ def test_only_the_pip_sources_the_roles_mask_accept_credentials():
 
 
 def settings_in(path: Path) -> list[dict]:
-    """The __rocmlab_settings items of the tasks in PATH (a role's task file)."""
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            specs = node.get("__rocmlab_settings")
-            if isinstance(specs, list):
-                found.extend(spec for spec in specs if isinstance(spec, dict))
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(yaml.safe_load(path.read_text()))
-    return found
+    """The declared checks of a role's meta/settings.yml, each with the setting's name."""
+    options = settings.declared_options(yaml.safe_load(path.read_text()))
+    return [
+        dict(option["check"], name=name) for name, option in options.items() if "check" in option
+    ]
 
 
 def test_the_lab_caches_published_upstream_refuses_credentials():
-    (spec,) = [s for s in settings_in(LAB_CACHE_VALIDATE) if s["name"] == "lab_cache_amd_upstream"]
+    (spec,) = [s for s in settings_in(LAB_CACHE_SETTINGS) if s["name"] == "lab_cache_amd_upstream"]
     spec = dict(spec, value="https://user:secret@repo.example/rocm")
     text = " ".join(settings.problems_of(spec))
     assert "lab_cache_amd_upstream" in text and "lab-cache.json" in text
@@ -528,7 +517,7 @@ def test_controller_directories_that_a_host_directory_would_fail_are_refused(val
 )
 def test_every_controller_side_path_is_checked_as_a_path(role, name):
     """No directory on the controller is checked as mere text any more."""
-    specs = [s for s in settings_in(REPO / "roles" / role / "tasks" / "validate.yml")]
+    specs = [s for s in settings_in(REPO / "roles" / role / "meta" / "settings.yml")]
     (spec,) = [s for s in specs if s["name"] == name]
     assert spec["kind"] == "controller_dir"
     assert settings.problems_of(dict(spec, value="/etc")) != []
@@ -608,5 +597,5 @@ def test_a_home_or_a_services_directory_is_refused(tmp_path, monkeypatch):
 
 
 def test_the_lab_cache_root_is_checked_on_the_host():
-    (spec,) = [s for s in settings_in(LAB_CACHE_VALIDATE) if s["name"] == "lab_cache_root"]
+    (spec,) = [s for s in settings_in(LAB_CACHE_SETTINGS) if s["name"] == "lab_cache_root"]
     assert spec["owner"] == "root"

@@ -1,6 +1,8 @@
-"""The settings' single source (meta/argument_specs.yml) and what is generated from it: the drift
-check in tools/role_docs.py passes on the repository and fails when a default, a README table or
-the lab example changes in one place only. ansible-doc shows every role's settings."""
+"""The settings' single source (each role's meta/settings.yml) and what is generated from it: the
+drift check in tools/role_docs.py passes on the repository and fails when a default, the
+argument specs, a README table or the lab example changes in one place only, and when a setting
+is declared twice (in two roles, or checked by a row of its own in a task file). ansible-doc
+shows every role's settings."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("role_docs", REPO / "tools" / "role_docs.py")
@@ -48,10 +51,8 @@ def test_a_default_changed_in_defaults_only_is_drift(copy, capsys):
     )
 
 
-def test_a_default_changed_in_the_spec_only_is_drift_in_the_readme_and_the_lab_example(
-    copy, capsys
-):
-    spec = copy / "roles" / "user_groups" / "meta" / "argument_specs.yml"
+def test_a_default_changed_in_the_declaration_only_is_drift_in_what_is_generated(copy, capsys):
+    spec = copy / "roles" / "user_groups" / "meta" / "settings.yml"
     defaults = copy / "roles" / "user_groups" / "defaults" / "main.yml"
     for path in (spec, defaults):  # both sources agree; the generated files are now stale
         path.write_text(
@@ -66,6 +67,9 @@ def test_a_default_changed_in_the_spec_only_is_drift_in_the_readme_and_the_lab_e
     err = capsys.readouterr().err
     assert "roles/user_groups/README.md is not what tools/role_docs.py generates" in err
     assert (
+        "roles/user_groups/meta/argument_specs.yml is not what tools/role_docs.py generates" in err
+    )
+    assert (
         "inventory/lab.example/group_vars/all.yml is not what tools/role_docs.py generates" in err
     )
     assert role_docs.main(["--root", str(copy)]) == 0  # regenerating brings them back in step
@@ -74,6 +78,71 @@ def test_a_default_changed_in_the_spec_only_is_drift_in_the_readme_and_the_lab_e
         "| `user_groups_udev_rules` | bool | `true` |"
         in (copy / "roles/user_groups/README.md").read_text()
     )
+    specs = yaml.safe_load((copy / "roles/user_groups/meta/argument_specs.yml").read_text())
+    assert specs["argument_specs"]["main"]["options"]["user_groups_udev_rules"]["default"] is True
+
+
+def test_the_argument_specs_are_the_declaration_without_its_checks():
+    for role_dir in sorted((REPO / "roles").iterdir()):
+        declared = yaml.safe_load((role_dir / "meta" / "settings.yml").read_text())
+        specs = yaml.safe_load((role_dir / "meta" / "argument_specs.yml").read_text())
+        assert specs == {"argument_specs": role_docs.stripped(declared["argument_specs"])}
+        text = (role_dir / "meta" / "argument_specs.yml").read_text()
+        assert "check:" not in text, role_dir.name
+
+
+def test_argument_specs_edited_by_hand_are_drift(copy, capsys):
+    specs = copy / "roles" / "rocm_repo" / "meta" / "argument_specs.yml"
+    specs.write_text(specs.read_text().replace("default: 600", "default: 700"))
+    assert role_docs.main(["--check", "--root", str(copy)]) == 1
+    assert (
+        "roles/rocm_repo/meta/argument_specs.yml is not what tools/role_docs.py generates"
+        in capsys.readouterr().err
+    )
+
+
+def test_a_check_written_again_in_a_task_file_is_a_second_declaration(copy, capsys):
+    validate = copy / "roles" / "gfx_override" / "tasks" / "validate.yml"
+    validate.write_text(
+        validate.read_text()
+        + """
+- name: Check the version again
+  ansible.builtin.include_role:
+    name: rocmlab
+    tasks_from: check
+  vars:
+    __rocmlab_settings:
+      - {name: gfx_override_version, value: "{{ gfx_override_version }}", kind: text}
+"""
+    )
+    assert role_docs.main(["--check", "--root", str(copy)]) == 1
+    assert (
+        "gfx_override_version is checked by a row of its own in "
+        "roles/gfx_override/tasks/validate.yml besides roles/gfx_override/meta/settings.yml"
+        in capsys.readouterr().err
+    )
+
+
+def test_a_setting_declared_in_two_roles_is_refused(copy, capsys):
+    settings = copy / "roles" / "smoke_test" / "meta" / "settings.yml"
+    settings.write_text(
+        settings.read_text().replace(
+            "      smoke_test_enabled:\n",
+            "      pytorch_rocm_venv:\n        type: path\n        description: Again.\n"
+            "      smoke_test_enabled:\n",
+        )
+    )
+    assert role_docs.main(["--check", "--root", str(copy)]) == 1
+    assert (
+        "pytorch_rocm_venv is declared in roles/pytorch_rocm/meta/settings.yml and in "
+        "roles/smoke_test/meta/settings.yml: declare it once"
+    ) in capsys.readouterr().err
+
+
+def test_a_role_without_a_declaration_is_refused(copy, capsys):
+    (copy / "roles" / "user_groups" / "meta" / "settings.yml").unlink()
+    assert role_docs.main(["--check", "--root", str(copy)]) == 1
+    assert "user_groups: meta/settings.yml is missing" in capsys.readouterr().err
 
 
 def test_a_setting_missing_from_the_spec_is_drift(copy, capsys):

@@ -71,6 +71,20 @@ def test_rocmlab_is_installed_in_the_pytorch_venv_only(host):
     assert host.run("python3 -c 'import rocmlab'").rc != 0
 
 
+def test_the_passing_job_recorded_the_hosts_known_good_state(host):
+    # Written by root after the job passed (converge), kept as it was by the idempotence run.
+    record = host.file("/var/lib/rocmlab/known-good.json")
+    assert (record.user, record.group, record.mode) == ("root", "root", 0o600)
+    data = json.loads(record.content_string)
+    assert data["format"] == 1 and data["since"].endswith("Z")
+    assert data["kernel"] == host.check_output("uname -r")
+    # No ROCm on this host: no AMD package, no release; the venv the job ran in, frozen.
+    assert data["packages"] == {} and data["rocm_version"] is None
+    frozen = data["venvs"][VENV]
+    assert any(line.startswith("torch==") for line in frozen), frozen
+    assert data["rocmlab_version"] == "0.1.0"
+
+
 def test_an_altered_dataset_fails_the_job_naming_the_file(host):
     labels = f"{DATA}/t10k-labels-idx1-ubyte"
     host.run_expect([0], f"cp {labels} /tmp/labels.bak")

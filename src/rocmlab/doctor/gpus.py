@@ -1,6 +1,6 @@
 """The machine's AMD GPUs, read the way the gfx_override role's ``gfx_detect`` module reads them.
 
-The rules must agree with roles/gfx_override/library/gfx_detect.py (an Ansible module that runs
+The rules must agree with plugins/modules/gfx_detect.py (an Ansible module that runs
 on hosts without rocmlab, so it cannot share this code): GPU nodes of the KFD topology in node
 order (``simd_count > 0``, AMD or unset ``vendor_id``), ``gfx_target_version`` decoded with minor
 and stepping in hex, integrated when the node carries CPU cores or the table marks the target

@@ -1,0 +1,99 @@
+"""The configured release is the installed release: the converged host (ROCm 6.4.2 from the
+AMD-layout mirror) is moved to 7.1 by changing rocm_repo_version alone, then back to 6.4.2, and
+each time every AMD package is the release's own version, /opt/rocm points at it, nothing of the
+other release is left and a second run changes nothing. Runs after test_migration.py (pytest
+collects the files in name order) and leaves the host on 6.4.2 again."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import testinfra
+from playbook_runs import changed, play, said
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+PLAYBOOK = PROJECT / "playbooks" / "rocm.yml"
+HOST = "rocmlab-migration-debian12"
+
+sys.path.insert(0, str(PROJECT / "collections"))
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import (  # noqa: E402
+    release_of,
+)
+
+# The packages rocm-hip-sdk and rocm-opencl-sdk pull in from the mirror (its build.sh).
+AMD_PACKAGES = {
+    "rocm-core", "rocm-hip-runtime", "rocm-hip-libraries", "rocm-hip-sdk", "rocm-opencl-runtime",
+    "rocm-opencl-sdk", "rocminfo", "rocm-smi",
+}  # fmt: skip
+# The apt files rocm_repo writes, with their names.
+APT_FILES = "tail -n +1 /etc/apt/sources.list.d/* /etc/apt/preferences.d/* 2>/dev/null || true"
+
+
+@pytest.fixture(scope="module")
+def node():
+    return testinfra.get_host(f"ansible://{HOST}?ansible_inventory={INVENTORY}")
+
+
+def installed(node) -> dict[str, str]:
+    out = node.check_output("dpkg-query -W -f '${db:Status-Abbrev} ${Package} ${Version}\\n'")
+    return {
+        fields[1]: fields[2]
+        for fields in (line.split() for line in out.splitlines())
+        if fields[0] == "ii"
+    }
+
+
+def assert_on_release(node, release: str, other: str) -> None:
+    packages = installed(node)
+    amd = {name: version for name, version in packages.items() if release_of(version)}
+    assert set(amd) == AMD_PACKAGES, amd
+    assert {release_of(version) for version in amd.values()} == {release}, amd
+    assert node.file("/opt/rocm").linked_to == f"/opt/rocm-{release}"
+    assert node.file(f"/opt/rocm-{release}/.info/version").content_string.strip() == release
+    assert not node.file(f"/opt/rocm-{other}").exists
+    # Nothing left for the next `apt upgrade` to switch outside rocmlab.
+    upgradable = node.check_output("apt list --upgradable 2>/dev/null")
+    assert not [name for name in AMD_PACKAGES if f"\n{name}/" in f"\n{upgradable}"], upgradable
+
+
+def test_check_mode_names_the_move_and_changes_nothing(node):
+    before = installed(node)
+    sources = node.check_output(APT_FILES)
+    run = play(PLAYBOOK, {"rocm_repo_version": "7.1"}, "--check")
+    assert run.returncode == 0, said(run)[-3000:]
+    text = said(run)
+    assert "6.4.2 \u2192 7.1.0: these packages change: " in text, text[-3000:]
+    assert "rocm-core" in text.split("these packages change: ", 1)[1]
+    assert installed(node) == before
+    assert node.check_output(APT_FILES) == sources
+
+
+def test_changing_the_release_upgrades_every_amd_package_to_it(node):
+    run = play(PLAYBOOK, {"rocm_repo_version": "7.1"})
+    assert run.returncode == 0, said(run)[-3000:]
+    assert "6.4.2 \u2192 7.1.0: 8 packages change (" in said(run), said(run)[-3000:]
+    assert_on_release(node, "7.1.0", "6.4.2")
+
+
+def test_a_second_run_on_the_new_release_changes_nothing(node):
+    run = play(PLAYBOOK, {"rocm_repo_version": "7.1"})
+    assert run.returncode == 0, said(run)[-3000:]
+    assert changed(run) == 0, said(run)[-3000:]
+    assert_on_release(node, "7.1.0", "6.4.2")
+
+
+def test_going_back_downgrades_to_the_old_release_cleanly(node):
+    run = play(PLAYBOOK, {"rocm_repo_version": "6.4.2"})
+    assert run.returncode == 0, said(run)[-3000:]
+    text = said(run)
+    assert "7.1.0 \u2192 6.4.2: 8 packages change (" in text, text[-3000:]
+    # AMD's own 7.1 rocminfo, no longer offered by any source, is not taken for Debian's.
+    assert "the distribution's ROCm packages are installed" not in text
+    assert_on_release(node, "6.4.2", "7.1.0")
+    assert installed(node)["rocminfo"] == "1.0.0.60402-1"
+    again = play(PLAYBOOK, {"rocm_repo_version": "6.4.2"})
+    assert again.returncode == 0 and changed(again) == 0, said(again)[-3000:]

@@ -1,0 +1,177 @@
+# Copyright: rocmlab contributors
+# Apache License 2.0
+"""Check the settings of every host of the play against the roles' declarations, once, on the
+controller (role rocmlab, tasks/roles.yml runs it with run_once before any host changes).
+
+Each role declares its settings once, in roles/<role>/meta/settings.yml. For every host of the
+play's batch this action resolves the role's settings as the host's own tasks would see them
+(inventory, play, extra vars and facts over the roles' defaults and vars, templated for that
+host), validates them against the declared types and choices (Ansible's own argument spec
+validator, as a role's entry point does) and against the declared checks
+(module_utils/settings.py), and returns, per host, the problems (one sentence each) and the
+checks that only the host itself can answer (owner: root), for the rocmlab_settings module.
+Nothing is sent to any host.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ansible.errors import AnsibleError
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+from ansible.utils.vars import combine_vars
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.settings import (
+    check_spec,
+    declared_options,
+    problems_of,
+    truthy,
+)
+
+ROLES = Path(__file__).resolve().parents[2] / "roles"
+# Always checked with the roles a run applies: the lab cache a host names, its run lock and dpkg.
+COMMON_ROLE = "rocmlab"
+
+
+def plain(value):
+    """VALUE as plain Python data (the templating engine returns tagged or lazy containers)."""
+    if isinstance(value, dict):
+        return {plain(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def load(self, path):
+        return (
+            self._loader.load_from_file(str(path), trusted_as_template=True)
+            if path.is_file()
+            else {}
+        )
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        roles = list(self._task.args.get("roles") or [])
+        only = self._task.args.get("only")
+        if self._task.args.get("common", True) and only is None and COMMON_ROLE not in roles:
+            roles.append(COMMON_ROLE)
+        unknown = [role for role in roles if not (ROLES / role / "meta" / "settings.yml").is_file()]
+        if unknown:
+            raise AnsibleError(f"rocmlab_check_settings: no meta/settings.yml for {unknown}")
+        declarations = {role: self.load(ROLES / role / "meta" / "settings.yml") for role in roles}
+        # A role that uses another's settings checks them too, whether that role runs or not
+        # (cluster_check runs as smoke_test's account, in its venv, on its dataset).
+        for role in list(roles):
+            for used in declarations[role].get("includes") or []:
+                if used not in declarations:
+                    roles.append(used)
+                    declarations[used] = dict(
+                        self.load(ROLES / used / "meta" / "settings.yml"), checked_when=None
+                    )
+
+        manager = self._task.get_variable_manager()
+        play = self._task.get_play()
+        hosts = list(task_vars.get("ansible_play_batch") or [task_vars["inventory_hostname"]])
+        problems, on_host = {}, {}
+        for name in hosts:
+            variables = self.host_variables(manager, play, name, roles, task_vars)
+            templar = self._templar.copy_with_new_env(available_variables=variables)
+            found, host_checks = [], []
+            for role in roles:
+                role_problems, role_host_checks = self.role_problems(
+                    declarations[role], variables, templar, only
+                )
+                found += role_problems
+                host_checks += role_host_checks
+            if found:
+                problems[name] = found
+            if host_checks:
+                on_host[name] = host_checks
+        result.update(changed=False, problems=problems, on_host=on_host, roles=roles)
+        return result
+
+    def host_variables(self, manager, play, name, roles, task_vars):
+        """What HOST's tasks see: its variables in this task's context (inventory, facts, play
+        and extra vars, role rocmlab's) over the checked roles' defaults, vars and the vars file
+        of the host's distribution (what a role's validate.yml loads with include_vars)."""
+        host = manager._inventory.get_host(name)
+        own = manager.get_vars(
+            play=play,
+            host=host,
+            task=self._task,
+            _hosts=task_vars.get("ansible_play_hosts"),
+            _hosts_all=task_vars.get("ansible_play_hosts_all"),
+        )
+        facts = own.get("ansible_facts") or {}
+        system = f"{facts.get('distribution')}-{facts.get('distribution_major_version')}"
+        # The roles' vars read role_path (the roles sit side by side): rocmlab's where this task
+        # is not in a role.
+        variables = {"role_path": str(ROLES / COMMON_ROLE)}
+        for role in roles:
+            variables = combine_vars(variables, self.load(ROLES / role / "defaults" / "main.yml"))
+        for role in roles:
+            variables = combine_vars(variables, self.load(ROLES / role / "vars" / "main.yml"))
+            variables = combine_vars(variables, self.load(ROLES / role / "vars" / f"{system}.yml"))
+        return combine_vars(variables, own)
+
+    def role_problems(self, declaration, variables, templar, only):
+        """The problems of one role's settings for one host, and its checks for the host."""
+        gate = declaration.get("checked_when") if only is None else None
+        if gate and not truthy(templar.template(variables.get(gate))):
+            return [], []
+        options = {
+            name: option
+            for name, option in declared_options(declaration).items()
+            if only is None or name in only
+        }
+        values = {}
+        problems = []
+        for name in options:
+            if name not in variables:
+                continue
+            try:
+                values[name] = plain(templar.template(variables[name]))
+            except AnsibleError as exc:
+                problems.append(f"{name}: cannot be resolved ({exc.message}).")
+        spec = {
+            name: {key: item for key, item in option.items() if key != "check"}
+            for name, option in options.items()
+            if name in values
+        }
+        errors = ArgumentSpecValidator(spec).validate(values, validate_role_argument_spec=True)
+        problems += [f"{message}." for message in errors.error_messages]
+        host_checks = []
+        for name, option in options.items():
+            if name not in values or "check" not in option:
+                continue
+            check = plain(templar.template(option["check"]))
+            problems_here, on_host = self.checked(name, check, values[name])
+            problems += problems_here
+            host_checks += on_host
+        derived_checks = declaration.get("derived") or [] if only is None else []
+        for derived in derived_checks:
+            if not truthy(templar.template(derived.get("when", True))):
+                continue
+            name = str(templar.template(derived["name"]))
+            value = plain(templar.template(derived["value"]))
+            problems_here, on_host = self.checked(name, plain(derived["check"]), value)
+            problems += problems_here
+            host_checks += on_host
+        return problems, host_checks
+
+    @staticmethod
+    def checked(name, check, value):
+        """Problems found here, and the check again for the host when it needs the host."""
+        spec = check_spec(name, check, value)
+        host_side = spec.pop("owner", None)
+        problems = problems_of(spec)
+        if problems or host_side is None:
+            return problems, []
+        return [], [dict(spec, owner=host_side)]

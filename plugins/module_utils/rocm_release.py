@@ -1,0 +1,129 @@
+# Copyright: rocmlab contributors
+# Apache License 2.0
+"""Which ROCm release a host's AMD packages belong to, and what changes to reach another one.
+
+AMD's packages carry their release in their version: the last dot-separated field of the
+upstream version is the release written MMmmpp (rocm-core ``6.4.2.60402-120~22.04``, rocminfo
+``1.0.0.60402-120~22.04``, amdgpu-dkms ``1:6.4.60402-2164967.22.04``; 7.1.0 is ``70100``, see
+the package lists of repo.radeon.com/rocm/apt/<release>/). The distribution's packages (Debian's
+rocminfo ``5.2.3-2``) carry none. That is how an installed AMD package of another release is told
+apart from the distribution's package of the same name: once the sources name another release,
+apt knows neither of them, and only the version says whose it is.
+
+Pure functions: the module rocm_release_plan feeds them apt's cache; tests feed them tables.
+"""
+
+from __future__ import annotations
+
+import re
+
+# The release field: 5 or 6 digits, MMmmpp (6.4.2 -> 60402, 10.0.0 -> 100000).
+_RELEASE_FIELD = re.compile(r"(\d{1,2})(\d{2})(\d{2})")
+_CONFIGURED = re.compile(r"(\d{1,2})\.(\d{1,2})(?:\.(\d{1,2}))?")
+
+
+def release_of(version: str) -> str | None:
+    """The ROCm release an AMD package version belongs to ("6.4.2"), None for any other version."""
+    upstream = version.split(":", 1)[1] if ":" in version else version
+    if "-" in upstream:
+        upstream = upstream.rsplit("-", 1)[0]
+    if "." not in upstream:
+        return None
+    match = _RELEASE_FIELD.fullmatch(upstream.rsplit(".", 1)[1])
+    if match is None:
+        return None
+    major, minor, patch = (int(part) for part in match.groups())
+    return f"{major}.{minor}.{patch}"
+
+
+def full_release(configured: str) -> str:
+    """rocm_repo_version as a full release: "7.1" -> "7.1.0" (AMD's repo path drops ".0")."""
+    match = _CONFIGURED.fullmatch(configured.strip())
+    if match is None:
+        raise ValueError(f"not a ROCm release: {configured!r} (expected X.Y or X.Y.Z, e.g. 6.4.2)")
+    major, minor, patch = match.groups()
+    return f"{int(major)}.{int(minor)}.{int(patch or 0)}"
+
+
+def _key(release: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in release.split("."))
+
+
+def plan(installed: dict[str, str], offered: dict[str, str], configured: str) -> dict:
+    """What moves a host's AMD packages to the configured release.
+
+    installed: name -> installed version, every installed package (others are ignored).
+    offered:   name -> the version AMD's sources offer for the configured release.
+    configured: rocm_repo_version ("7.1", "6.4.2").
+
+    Returns releases found installed, the changes (name, from, to, action: upgrade, downgrade or
+    rebuild for another build of the same release), the exact apt arguments (name=version) that
+    make them, the packages of another release that the configured one does not offer
+    (``stranded``: apt cannot move them; they are named, never removed here), and a summary.
+    """
+    target = full_release(configured)
+    amd = {name: version for name, version in installed.items() if release_of(version)}
+    releases = sorted({release_of(version) for version in amd.values()}, key=_key)
+    changes = []
+    stranded = []
+    for name in sorted(amd):
+        have = amd[name]
+        if have == offered.get(name):
+            continue
+        release = release_of(have)
+        want = offered.get(name)
+        if want is None:
+            if release != target:
+                stranded.append({"name": name, "from": have, "release": release})
+            continue
+        if release_of(want) != target:
+            # Not the configured release's package (a source that offers another release):
+            # nothing to move to.
+            continue
+        if _key(release) < _key(target):
+            action = "upgrade"
+        elif _key(release) > _key(target):
+            action = "downgrade"
+        else:
+            action = "rebuild"
+        changes.append({"name": name, "from": have, "to": want, "action": action})
+    others = [release for release in releases if release != target]
+    return {
+        "release": target,
+        "installed_releases": releases,
+        "changes": changes,
+        "apt_names": [f"{change['name']}={change['to']}" for change in changes],
+        "downgrade": any(change["action"] == "downgrade" for change in changes),
+        "stranded": stranded,
+        "summary": summary(others, target, changes, stranded),
+    }
+
+
+def summary(others: list[str], target: str, changes: list[dict], stranded: list[dict]) -> str:
+    """One line an admin reads: "6.4.2 -> 7.1.0: 8 packages change (rocm-core 6.4.2... -> ...)"."""
+    if not changes and not stranded:
+        return f"ROCm {target}: every AMD package installed is already the release's own"
+    head = f"{', '.join(others) or target} \u2192 {target}"
+    parts = []
+    if changes:
+        listed = ", ".join(f"{c['name']} {c['from']} \u2192 {c['to']}" for c in changes)
+        parts.append(f"{len(changes)} package{'s' if len(changes) != 1 else ''} change ({listed})")
+    if stranded:
+        listed = ", ".join(f"{s['name']} {s['from']}" for s in stranded)
+        parts.append(f"not offered by {target}, left as they are: {listed}")
+    return f"{head}: " + "; ".join(parts)
+
+
+def preview(installed: dict[str, str], configured: str) -> dict:
+    """Before the sources name the configured release (check mode): which installed AMD packages
+    belong to another release and so will change, without the versions apt does not know yet."""
+    target = full_release(configured)
+    moving = sorted(
+        name for name, version in installed.items() if release_of(version) not in (None, target)
+    )
+    others = sorted({release_of(installed[name]) for name in moving}, key=_key)
+    if not moving:
+        line = f"ROCm {target}: no installed AMD package belongs to another release"
+    else:
+        line = f"{', '.join(others)} \u2192 {target}: these packages change: {', '.join(moving)}"
+    return {"release": target, "installed_releases": others, "moving": moving, "summary": line}

@@ -1,0 +1,240 @@
+#!/usr/bin/python
+# Copyright: rocmlab contributors
+# Apache License 2.0
+"""Record the host's current state as its known-good state (/var/lib/rocmlab/known-good.json)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: rocmlab_known_good
+short_description: Record the state a host passed the health gate in
+description:
+  - Writes I(path) with the exact versions of the installed AMD packages (those whose version
+    carries a ROCm release), the installed ROCm release (C(/opt/rocm/.info/version)), the bytes,
+    mode and owner of I(apt_files), each venv's C(pip freeze), the GPU override file, the running
+    kernel and the rocmlab version, and C(since), when the host was first seen good in exactly
+    this state. Unchanged state leaves the record as it is (changed=false).
+  - Call it only after the host passed the health gate (the smoke job).
+  - Links and anything but regular files are refused among I(apt_files) and as I(path); a venv
+    is frozen only when it and its Python belong to root.
+options:
+  path:
+    description: The record.
+    type: path
+    default: /var/lib/rocmlab/known-good.json
+  apt_files:
+    description: The apt files rocm_repo owns; empty keeps the previous record's list.
+    type: list
+    elements: path
+    default: []
+  venvs:
+    description: Venvs to freeze (the smoke job's); those that do not exist are left out.
+    type: list
+    elements: path
+    default: []
+  records_dir:
+    description: >-
+      Directory of the frameworks' records (C(pytorch.json), C(tensorflow.json)); the venv each
+      names is frozen too.
+    type: path
+    default: /etc/rocmlab
+  gfx_file:
+    description: The GPU override file gfx_override writes.
+    type: path
+    default: /etc/environment.d/90-rocmlab-gfx.conf
+  rocmlab_version:
+    description: The version of rocmlab that ran; empty reads it from the venvs' freeze.
+    type: str
+    default: ""
+author: rocmlab contributors (@rocmlab)
+"""
+
+EXAMPLES = r"""
+- name: Record this state as the host's known-good
+  rocmlab.rocmlab.rocmlab_known_good:
+    apt_files: [/etc/apt/sources.list.d/rocm.sources, /etc/apt/keyrings/rocm.gpg]
+    venvs: [/opt/rocmlab/smoke-venv]
+"""
+
+RETURN = r"""
+since:
+  description: When the host was first seen good in this state (UTC, ISO 8601).
+  returned: always
+  type: str
+rocm_version:
+  description: The installed ROCm release, or null.
+  returned: always
+  type: str
+packages:
+  description: How many AMD packages the record lists.
+  returned: always
+  type: int
+"""
+
+import datetime
+import errno
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import (
+    apt_files,
+    known_good,
+)
+
+SMALL = 64 * 1024
+FREEZE_TIMEOUT = 120
+# pip runs with this environment only: nothing of the caller's (PYTHON*, PIP_*) reaches it.
+CLEAN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
+
+
+def read_small(path: str, limit: int = SMALL) -> str | None:
+    """A root-owned regular file's text (at most LIMIT bytes), None when absent."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise ValueError(f"{path} is a symbolic link") from err
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not (info.st_mode & 0o170000 == 0o100000 and info.st_uid == 0):
+            raise ValueError(f"{path} is not a regular file of root's")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path} is over {limit} bytes")
+    return data.decode("utf-8", errors="replace")
+
+
+def rocm_version() -> str | None:
+    # /opt/rocm is AMD's link to /opt/rocm-X.Y.Z (rocm-core's): the one link followed here.
+    path = os.path.realpath("/opt/rocm") + "/.info/version"
+    text = read_small(path, 256)
+    return text.strip() if text else None
+
+
+def freeze(module, venv: str) -> list[str] | None:
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.isdir(venv):
+        return None
+    for path in (venv, os.path.join(venv, "bin")):
+        if os.lstat(path).st_uid != 0:
+            module.fail_json(
+                msg=f"rocmlab_known_good: {path} is not root's; its pip is not run as root"
+            )
+    if os.stat(python).st_uid != 0:
+        module.fail_json(
+            msg=f"rocmlab_known_good: {python} does not belong to root; it is not run as root"
+        )
+    rc, out, err = module.run_command(
+        ["/usr/bin/timeout", str(FREEZE_TIMEOUT), python, "-I", "-m", "pip", "freeze", "--all"],
+        environ_update=CLEAN_ENV,
+    )
+    if rc != 0:
+        module.fail_json(
+            msg=f"rocmlab_known_good: pip freeze in {venv} failed (exit {rc}): {err.strip()[-400:]}"
+        )
+    return known_good.parse_freeze(out)
+
+
+def framework_venvs(directory: str) -> list[str]:
+    """The venvs the frameworks' records in DIRECTORY name (root's regular *.json files)."""
+    try:
+        names = sorted(name for name in os.listdir(directory) if name.endswith(".json"))
+    except FileNotFoundError:
+        return []
+    venvs = []
+    for name in names:
+        text = read_small(os.path.join(directory, name), known_good.MAX_BYTES)
+        try:
+            venv = json.loads(text or "null")
+        except ValueError:
+            continue  # not a framework record; the framework roles rewrite theirs
+        venv = venv.get("venv") if isinstance(venv, dict) else None
+        if isinstance(venv, str) and venv.startswith("/") and "\0" not in venv:
+            venvs.append(os.path.normpath(venv))
+    return venvs
+
+
+def previous_record(path: str) -> tuple[dict | None, str | None]:
+    try:
+        text = read_small(path, known_good.MAX_BYTES)
+    except ValueError as err:
+        return None, str(err)
+    if text is None:
+        return None, None
+    try:
+        return known_good.load(text.encode("utf-8")), None
+    except ValueError as err:
+        return None, f"{path}: {err}"
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "path": {"type": "path", "default": "/var/lib/rocmlab/known-good.json"},
+            "apt_files": {"type": "list", "elements": "path", "default": []},
+            "venvs": {"type": "list", "elements": "path", "default": []},
+            "gfx_file": {"type": "path", "default": "/etc/environment.d/90-rocmlab-gfx.conf"},
+            "records_dir": {"type": "path", "default": "/etc/rocmlab"},
+            "rocmlab_version": {"type": "str", "default": ""},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    previous, replaced = previous_record(params["path"])
+    paths = params["apt_files"] or [
+        entry["path"] for entry in (previous or {}).get("apt_files", []) if isinstance(entry, dict)
+    ]
+    try:
+        records = [apt_files.read_record(path).to_dict() for path in sorted(set(paths))]
+        gfx = read_small(params["gfx_file"])
+        version = rocm_version()
+    except (apt_files.FileRefused, ValueError, OSError) as err:
+        module.fail_json(msg=f"rocmlab_known_good: {err}; the known-good record was not written")
+    rc, out, err = module.run_command(
+        ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\t${Package}\t${Version}\n"]
+    )
+    if rc != 0:
+        module.fail_json(
+            msg=f"rocmlab_known_good: dpkg-query failed (exit {rc}): {err.strip()[-400:]}"
+        )
+    try:
+        found = framework_venvs(params["records_dir"])
+    except (ValueError, OSError) as err:
+        module.fail_json(msg=f"rocmlab_known_good: {err}; the known-good record was not written")
+    venvs = {}
+    for venv in sorted(set(params["venvs"]) | set(found)):
+        frozen = freeze(module, venv)
+        if frozen is not None:
+            venvs[venv] = frozen
+    current = known_good.state(
+        installed=known_good.parse_dpkg(out),
+        rocm_version=version,
+        apt_files=records,
+        venvs=venvs,
+        gfx_override=gfx,
+        kernel=os.uname().release,
+        rocmlab_version=params["rocmlab_version"] or known_good.rocmlab_in(venvs),
+    )
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    kept, changed = known_good.record(previous, current, now)
+    if changed and not module.check_mode:
+        try:
+            apt_files.write_file(params["path"], known_good.dump(kept), 0o600, 0, 0)
+        except OSError as err:
+            module.fail_json(msg=f"rocmlab_known_good: cannot write {params['path']}: {err}")
+    module.exit_json(
+        changed=changed,
+        path=params["path"],
+        since=kept["since"],
+        rocm_version=kept["rocm_version"],
+        packages=len(kept["packages"]),
+        replaced_invalid=replaced,
+    )
+
+
+if __name__ == "__main__":
+    main()
