@@ -314,6 +314,8 @@ HOLD_PORT = """
 import os, socket, time
 open("/tmp/rocmlab-held-port.pid", "w").write(str(os.getpid()))
 s = socket.socket()
+# As torch's store does: the earlier cases' connections to this port may still be in TIME_WAIT.
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("", 29400))
 s.listen()
 time.sleep(600)
