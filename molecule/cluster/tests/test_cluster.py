@@ -36,18 +36,15 @@ LEAN = {
     "cluster_check_allreduce_args": ["--sizes", "1K:4K", "--iters", "5", "--warmup", "1",
                                      "--pair-size", "16K", "--slow-fraction", "0.2"],
 }  # fmt: skip
-# A worker of rocmlab allreduce (torchrun starts it as `python -u -m rocmlab allreduce ...`)
-# that has loaded torch (its maps list libtorch): past its imports, about to join the job and
-# send its heartbeats. On a loaded machine the import alone takes seconds.
+# A worker of rocmlab allreduce (torchrun starts it as `python -u -m rocmlab allreduce ...`).
 FIND_WORKER = """
 import pathlib, sys
 for path in pathlib.Path('/proc').glob('[0-9]*/cmdline'):
     try:
         args = path.read_bytes().split(b'\\0')
-        maps = (path.parent / 'maps').read_text()
     except OSError:
         continue
-    if args[1:5] == [b'-u', b'-m', b'rocmlab', b'allreduce'] and 'libtorch' in maps:
+    if args[1:5] == [b'-u', b'-m', b'rocmlab', b'allreduce']:
         sys.exit(0)
 sys.exit(1)
 """
