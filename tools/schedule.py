@@ -4,8 +4,7 @@
 The jobs and what is known of each (seconds of the last measured run, group, needs, when) are in
 tools/test-jobs. The rules, in order:
   - a job starts only when every job it needs has ended;
-  - no two jobs of one group run at the same time (group "wheel": they build rocmlab's wheel in
-    the checkout's build/);
+  - no two jobs of one group run at the same time;
   - a job marked alone runs with nothing beside it, and starts as early as its needs allow: it
     and what it needs go first, and while it waits (for its needs, or for the running jobs to
     end) only jobs expected to end before it can start are started beside them, and the jobs

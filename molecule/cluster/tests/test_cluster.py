@@ -36,17 +36,32 @@ LEAN = {
     "cluster_check_allreduce_args": ["--sizes", "1K:4K", "--iters", "5", "--warmup", "1",
                                      "--pair-size", "16K", "--slow-fraction", "0.2"],
 }  # fmt: skip
-# A worker of rocmlab allreduce (torchrun starts it as `python -u -m rocmlab allreduce ...`).
-FIND_WORKER = """
-import pathlib, sys
-for path in pathlib.Path('/proc').glob('[0-9]*/cmdline'):
+# c's job is under way once its process group is up (after its heartbeats started): gloo has
+# then an established connection from c to each of the other hosts on a port other than the
+# rendezvous port. Read from /proc/net/tcp{,6} of c's network namespace, which root reads (the
+# worker's own /proc/PID files belong to the smoke account; root in the container may not read
+# them without CAP_SYS_PTRACE). argv: the rendezvous port, then the other hosts' addresses.
+JOB_CONNECTED = """
+import ipaddress, sys
+port, peers = int(sys.argv[1]), set(sys.argv[2:])
+seen = set()
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):
     try:
-        args = path.read_bytes().split(b'\\0')
+        rows = open(table).read().splitlines()[1:]
     except OSError:
         continue
-    if args[1:5] == [b'-u', b'-m', b'rocmlab', b'allreduce']:
-        sys.exit(0)
-sys.exit(1)
+    for row in rows:
+        local, remote, state = row.split()[1:4]
+        if state != "01":  # ESTABLISHED
+            continue
+        host, remote_port = remote.split(":")
+        local_port = int(local.split(":")[1], 16)
+        raw = b"".join(bytes.fromhex(host[i:i + 8])[::-1] for i in range(0, len(host), 8))
+        ip = ipaddress.ip_address(raw)
+        ip = getattr(ip, "ipv4_mapped", None) or ip
+        if port not in (int(remote_port, 16), local_port):
+            seen.add(str(ip))
+sys.exit(0 if peers <= seen else 1)
 """
 
 sys.path.insert(0, str(PROJECT / "src"))
@@ -371,9 +386,10 @@ def test_a_host_stopped_mid_run_ends_the_others_naming_it():
     )
     try:
         deadline = time.monotonic() + 240
-        while node(C).run(f"python3 -c {shlex.quote(FIND_WORKER)}").rc != 0:
+        connected = f"python3 -c {shlex.quote(JOB_CONNECTED)} 29400 {address(A)} {address(B)}"
+        while node(C).run(connected).rc != 0:
             assert playbook.poll() is None, playbook.communicate()[0][-3000:]
-            assert time.monotonic() < deadline, "the all-reduce did not start on c"
+            assert time.monotonic() < deadline, "the all-reduce did not connect c to a and b"
             time.sleep(1)
         time.sleep(4)  # inside the run: the sizes take about 40 s
         docker("kill", C)
