@@ -19,7 +19,6 @@ sys.modules["schedule"] = schedule  # dataclasses look the module up by name
 _spec.loader.exec_module(schedule)
 
 
-
 def table(text: str) -> schedule.Table:
     return schedule.parse_table(text, "test")
 
