@@ -14,9 +14,12 @@ directory, and read back bounded like any other file a host holds.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.apt_files import Record
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import release_of
 
 FORMAT = 1
@@ -127,6 +130,134 @@ def load(content: bytes) -> dict:
     if not isinstance(data["apt_files"], list) or not isinstance(data["venvs"], dict):
         raise ValueError("its apt_files or venvs have the wrong type")
     return data
+
+
+def read_root_file(path: str, limit: int) -> bytes | None:
+    """The bytes of PATH (at most LIMIT) when it is a regular file of root's, None when absent;
+    ValueError for a link (never followed), anything else, or more than LIMIT bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise ValueError(f"{path} is a symbolic link") from err
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not (info.st_mode & 0o170000 == 0o100000 and info.st_uid == 0):
+            raise ValueError(f"{path} is not a regular file of root's")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path} is over {limit} bytes")
+    return data
+
+
+def _same_file(recorded: dict, now: dict) -> bool:
+    fields = ("exists", "sha256", "mode", "uid", "gid", "link")
+    return all(recorded.get(name) == now.get(name) for name in fields)
+
+
+def rollback_plan(known: dict, installed: dict[str, str], files_now: dict[str, dict]) -> dict:
+    """What returns a host to its known-good record KNOWN (as load() returns it).
+
+    installed: every installed package, name -> version (parse_dpkg).
+    files_now: for each apt file the record lists, its state now (apt_files.Record.to_dict()).
+
+    Returns the apt files to write back (rocmlab_apt_files' files: bytes, owner, mode as
+    recorded) and to remove; the package changes to the recorded versions (name=version for
+    apt, install, upgrade, downgrade or rebuild); the AMD packages of a release the record does
+    not hold, which came with the change being undone (removed: the record's own release does
+    not depend on them); the AMD packages of the record's release it does not list (left as they
+    are, named); and a summary line. ValueError when the record cannot be put back (a link among
+    its apt files).
+    """
+    files, remove = [], []
+    for entry in known["apt_files"]:
+        if not isinstance(entry, dict):
+            raise ValueError(f"an apt file of the record is {entry!r}, not a file's record")
+        Record.from_dict(entry)  # ValueError naming the field: a bad path, the wrong sha256
+        path = entry["path"]
+        now = files_now.get(path, {"path": path, "exists": False})
+        if _same_file(entry, now):
+            continue
+        if not entry.get("exists"):
+            remove.append(path)
+        elif entry.get("link") is not None:
+            raise ValueError(f"the record's {path} is a link; rollback writes regular files only")
+        else:
+            files.append(
+                {
+                    "path": path,
+                    "content_base64": entry["content"],
+                    "owner": str(entry["uid"]),
+                    "group": str(entry["gid"]),
+                    "mode": entry["mode"],
+                }
+            )
+    wanted = known["packages"]
+    releases = {release_of(version) for version in wanted.values()}
+    changes = []
+    for name in sorted(wanted):
+        have, want = installed.get(name), wanted[name]
+        if have == want:
+            continue
+        if have is None:
+            action = "install"
+        else:
+            now_key, want_key = _release_key(have), _release_key(want)
+            if now_key < want_key:
+                action = "upgrade"
+            elif now_key > want_key:
+                action = "downgrade"
+            else:
+                action = "rebuild"
+        changes.append({"name": name, "from": have, "to": want, "action": action})
+    amd_now = managed_packages(installed)
+    later = sorted(n for n in amd_now if n not in wanted and release_of(amd_now[n]) not in releases)
+    unlisted = sorted(n for n in amd_now if n not in wanted and n not in later)
+    return {
+        "since": known["since"],
+        "release": known["rocm_version"],
+        "apt_files": {"files": files, "remove": remove},
+        "changes": changes,
+        "apt_names": [f"{c['name']}={c['to']}" for c in changes],
+        # A rebuild of the same release may be an older build: apt must be allowed to go down.
+        "downgrade": any(c["action"] in ("downgrade", "rebuild") for c in changes),
+        "remove_packages": later,
+        "unlisted": unlisted,
+        "summary": rollback_summary(known, installed, files, remove, changes, later, unlisted),
+    }
+
+
+def _release_key(version: str) -> tuple[int, ...]:
+    """A package version's (or a release's own "6.4.2") release as numbers, for ordering."""
+    release = release_of(version) or version
+    return tuple(int(part) for part in release.split(".") if part.isdigit())
+
+
+def rollback_summary(known, installed, files, remove, changes, later, unlisted) -> str:
+    """One line: "7.1.0 -> 6.4.2 (known-good since ...): ..." or that the host is in it."""
+    now = sorted({release_of(v) for v in managed_packages(installed).values()}, key=_release_key)
+    head = f"{', '.join(now) or 'no ROCm'} \u2192 {known['rocm_version'] or 'no ROCm'}"
+    head += f" (the known-good state since {known['since']})"
+    if not (files or remove or changes or later):
+        line = f"{head}: the host is in its known-good state already"
+    else:
+        parts = []
+        if files or remove:
+            parts.append(f"apt files put back: {', '.join([f['path'] for f in files] + remove)}")
+        if changes:
+            listed = ", ".join(
+                f"{c['name']} {c['from'] or '(absent)'} \u2192 {c['to']}" for c in changes
+            )
+            parts.append(f"{len(changes)} package(s) change ({listed})")
+        if later:
+            parts.append(f"removed, of a release the record does not hold: {', '.join(later)}")
+        line = f"{head}: " + "; ".join(parts)
+    if unlisted:
+        line += f"; left as they are (not in the record): {', '.join(unlisted)}"
+    return line
 
 
 def dump(data: dict) -> bytes:

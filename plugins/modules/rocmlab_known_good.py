@@ -72,7 +72,6 @@ packages:
 """
 
 import datetime
-import errno
 import json
 import os
 
@@ -90,22 +89,8 @@ CLEAN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
 
 def read_small(path: str, limit: int = SMALL) -> str | None:
     """A root-owned regular file's text (at most LIMIT bytes), None when absent."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise ValueError(f"{path} is a symbolic link") from err
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not (info.st_mode & 0o170000 == 0o100000 and info.st_uid == 0):
-            raise ValueError(f"{path} is not a regular file of root's")
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"{path} is over {limit} bytes")
-    return data.decode("utf-8", errors="replace")
+    data = known_good.read_root_file(path, limit)
+    return None if data is None else data.decode("utf-8", errors="replace")
 
 
 def rocm_version() -> str | None:

@@ -44,13 +44,17 @@ def case(tmp_path: Path):
 def test_a_healthy_radeon_box_passes_every_check(case) -> None:
     results = run_checks(case("radeon-healthy"))
     statuses = {r.name: r.status for r in results}
-    assert statuses == {name: PASS for name, _ in CHECKS} | {"dkms_headers": SKIP}
+    assert statuses == {name: PASS for name, _ in CHECKS} | {
+        "dkms_headers": SKIP,
+        "dkms_next_kernel": SKIP,
+    }
 
 
 def test_a_healthy_instinct_box_with_dkms_and_secure_boot(case) -> None:
     ctx = case("instinct-healthy", kernel_log="doctor/kernel-logs/radeon-7900xtx-boot.log")
     statuses = {r.name: r.status for r in run_checks(ctx)}
-    for name in ("gpu_count", "secure_boot", "dkms_headers", "kernel_support", "pcie_link"):
+    for name in ("gpu_count", "secure_boot", "dkms_headers", "dkms_next_kernel",
+                 "kernel_support", "pcie_link"):  # fmt: skip
         assert statuses[name] == PASS, name
     assert FAIL not in statuses.values()
 
@@ -491,6 +495,56 @@ def test_dkms_not_built_for_the_running_kernel(case) -> None:
 
 def test_no_dkms_needs_no_headers(case) -> None:
     assert check("dkms_headers", case("radeon-healthy")).status == SKIP
+    assert check("dkms_next_kernel", case("radeon-healthy")).status == SKIP
+
+
+def test_a_newer_kernel_without_amdgpu_is_named_before_the_reboot(case) -> None:
+    result = check("dkms_next_kernel", case("dkms-next-kernel-unbuilt"))
+    assert result.status == WARN
+    assert "amdgpu-dkms is not installed for 6.14.0-33-generic (no headers)" in result.saw
+    assert "running 6.14.0-32-generic" in result.saw
+    assert "6.8.0-31-generic" not in result.saw  # older: GRUB does not boot it by default
+    assert result.fix.startswith(
+        "`sudo apt install linux-headers-6.14.0-33-generic` then "
+        "`sudo dkms autoinstall -k 6.14.0-33-generic`"
+    )
+
+
+def test_a_newer_kernel_with_amdgpu_built_passes(case) -> None:
+    result = check("dkms_next_kernel", case("dkms-next-kernel-built"))
+    assert result.status == PASS, result.saw
+    assert "6.14.0-33-generic" in result.saw
+
+
+def test_no_newer_kernel_passes(case) -> None:
+    result = check("dkms_next_kernel", case("instinct-healthy"))
+    assert result.status == PASS and "no kernel newer than the running" in result.saw
+
+
+def test_older_dkms_status_lines_are_read_too(case) -> None:
+    from rocmlab.doctor.checks_kernel import dkms_amdgpu
+    from rocmlab.doctor.context import CommandResult
+
+    ctx = case("instinct-healthy")
+    ctx.run = lambda argv: CommandResult(
+        0, "amdgpu, 6.14.14-2222715.24.04, 6.14.0-32-generic, x86_64: installed\n"
+    )
+    assert dkms_amdgpu(ctx)[0] == {"6.14.0-32-generic": "installed"}
+    assert check("dkms_headers", ctx).status == PASS
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("6.14.0-9-generic", "6.14.0-33-generic"),
+        ("6.1.0-28-amd64", "6.12.0-1-amd64"),
+        ("6.1.0-28-amd64", "6.1.0-29-amd64"),
+    ],
+)
+def test_kernel_releases_are_ordered_by_their_numbers(older, newer) -> None:
+    from rocmlab.doctor.checks_kernel import release_order
+
+    assert release_order(older) < release_order(newer)
 
 
 def test_kernel_in_amds_list(case) -> None:
@@ -579,7 +633,7 @@ def test_a_crashing_check_reports_error_and_the_others_still_run(case) -> None:
 
 def test_every_check_name_is_stable_snake_case() -> None:
     names = [name for name, _ in CHECKS]
-    assert len(set(names)) == len(names) == 17
+    assert len(set(names)) == len(names) == 18
     assert names[-1] == "host_files"  # it reports on what the checks before it read
     assert all(name.replace("_", "").isalnum() and name.islower() for name in names)
 

@@ -44,7 +44,8 @@ def test_a_healthy_node_passes_tier_0_with_every_check_named(tmp_path: Path) -> 
     assert code == 0, out
     assert [c["name"] for c in doc["checks"]] == TIER0
     statuses = {name: c["status"] for name, c in checks(doc).items()}
-    skipped = {"dkms_headers", "pcie_replays", "ras_errors"}  # inbox amdgpu, a Radeon: no RAS
+    # Inbox amdgpu (no DKMS), a Radeon (no RAS).
+    skipped = {"dkms_headers", "dkms_next_kernel", "pcie_replays", "ras_errors"}
     assert statuses == {name: SKIP if name in skipped else PASS for name in TIER0}, out
     assert doc["verdict"] == "pass" and doc["exit_code"] == 0 and doc["tier"] == 0
     assert doc["duration_seconds"] < tier_budget(0) and doc["budget_seconds"] == 5
@@ -378,7 +379,7 @@ def test_a_cut_check_takes_what_it_started_with_it(tmp_path: Path) -> None:
 
     done = run_tasks([Task("spawns", 1.0, work)], time.monotonic() + 5)
     assert done["spawns"].cut
-    assert not alive(int(pids.read_text()))
+    assert gone(int(pids.read_text()))
 
 
 def test_a_crashing_check_is_an_error_and_the_others_run() -> None:
@@ -389,6 +390,17 @@ def test_a_crashing_check_is_an_error_and_the_others_run() -> None:
         [Task("crash", 2.0, crash), Task("fine", 2.0, lambda _d: 1)], time.monotonic() + 5
     )
     assert "ValueError: boom" in done["crash"].error and done["fine"].payload == 1
+
+
+def gone(pid: int, within: float = 5.0) -> bool:
+    """Whether ``pid`` has ended within a few seconds: SIGKILL is sent to the whole group when
+    the check is cut, but on a loaded machine the kernel may take a moment to end the process."""
+    deadline = time.monotonic() + within
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def alive(pid: int) -> bool:

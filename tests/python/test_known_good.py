@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from ansible.module_utils import basic
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils import known_good
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import apt_files, known_good
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
@@ -210,3 +210,145 @@ def test_a_record_that_is_a_link_is_not_read_and_is_replaced(host, capsys, monke
     assert result["changed"] is True and result["replaced_invalid"], result
     assert not Path(args["path"]).is_symlink()
     assert Path("/etc/passwd").read_text().startswith("root:")
+
+
+# ---------------------------------------------------------------- the rollback plan
+
+
+def file_record(path: str, text: str, mode: int = 0o644) -> dict:
+    return apt_files.Record(path, True, text.encode(), mode, 0, 0).to_dict()
+
+
+SOURCES = "/etc/apt/sources.list.d/rocm.sources"
+OLD_SOURCES = "Types: deb\nURIs: https://repo.radeon.com/rocm/apt/6.4.2\n"
+NEW_SOURCES = "Types: deb\nURIs: https://repo.radeon.com/rocm/apt/7.1\n"
+GOOD = {
+    "rocm-core": "6.4.2.60402-1",
+    "rocminfo": "1.0.0.60402-1",
+    "rocm-smi": "1.0.0.60402-1",
+}
+
+
+def known(**changes) -> dict:
+    fields = {
+        "installed": {**GOOD, "bash": "5.2.15-2+b7"},
+        "apt_files": [
+            file_record(SOURCES, OLD_SOURCES),
+            {"path": "/etc/apt/x.pref", "exists": False},
+        ],
+    }
+    fields.update(changes)
+    record, _ = known_good.record(None, sample(**fields), "2026-12-01T10:00:00Z")
+    return known_good.load(known_good.dump(record))
+
+
+def test_a_host_in_its_known_good_state_has_nothing_to_do():
+    now = {SOURCES: file_record(SOURCES, OLD_SOURCES)}
+    plan = known_good.rollback_plan(known(), {**GOOD, "bash": "5.2.15-2+b7"}, now)
+    assert plan["apt_files"] == {"files": [], "remove": []}
+    assert plan["changes"] == [] and plan["apt_names"] == [] and plan["remove_packages"] == []
+    assert plan["summary"] == (
+        "6.4.2 \u2192 6.4.2 (the known-good state since 2026-12-01T10:00:00Z): "
+        "the host is in its known-good state already"
+    )
+
+
+def test_an_upgraded_host_goes_back_down_with_its_files_and_exact_versions():
+    # After a move to 7.1: every package of 7.1, one new package 7.1 brought, the sources
+    # rewritten, a preferences file added, a user's package of the old release not in the record.
+    installed = {
+        "rocm-core": "7.1.0.70100-1",
+        "rocminfo": "1.0.0.70100-1",
+        "rocm-smi": "1.0.0.70100-1",
+        "rocm-new-in-7": "1.0.0.70100-1",
+        "rocm-user-extra": "2.0.0.60402-1",
+        "bash": "5.2.15-2+b7",
+    }
+    now = {
+        SOURCES: file_record(SOURCES, NEW_SOURCES),
+        "/etc/apt/x.pref": file_record("/etc/apt/x.pref", "Package: *\n"),
+    }
+    plan = known_good.rollback_plan(known(), installed, now)
+    written = plan["apt_files"]["files"]
+    assert [f["path"] for f in written] == [SOURCES]
+    assert __import__("base64").b64decode(written[0]["content_base64"]).decode() == OLD_SOURCES
+    assert (written[0]["owner"], written[0]["group"], written[0]["mode"]) == ("0", "0", "0644")
+    assert plan["apt_files"]["remove"] == ["/etc/apt/x.pref"]
+    assert plan["apt_names"] == [f"{name}={GOOD[name]}" for name in sorted(GOOD)]
+    assert {c["action"] for c in plan["changes"]} == {"downgrade"} and plan["downgrade"]
+    assert plan["remove_packages"] == ["rocm-new-in-7"]
+    assert plan["unlisted"] == ["rocm-user-extra"]  # of the record's release: left alone
+    assert plan["summary"].startswith(
+        "6.4.2, 7.1.0 \u2192 6.4.2 (the known-good state since 2026-12-01T10:00:00Z): "
+        f"apt files put back: {SOURCES}, /etc/apt/x.pref; 3 package(s) change ("
+    )
+    assert plan["summary"].endswith("; left as they are (not in the record): rocm-user-extra")
+
+
+def test_a_removed_package_is_installed_again_and_a_rebuild_may_go_down():
+    installed = {"rocm-core": "6.4.2.60402-2", "rocminfo": "1.0.0.60402-1"}
+    plan = known_good.rollback_plan(
+        known(), installed, {SOURCES: file_record(SOURCES, OLD_SOURCES)}
+    )
+    assert {c["name"]: c["action"] for c in plan["changes"]} == {
+        "rocm-core": "rebuild",
+        "rocm-smi": "install",
+    }
+    assert plan["downgrade"] is True
+
+
+def test_a_changed_mode_is_put_back_too():
+    now = {SOURCES: file_record(SOURCES, OLD_SOURCES, mode=0o600)}
+    plan = known_good.rollback_plan(known(), {**GOOD}, now)
+    assert [f["mode"] for f in plan["apt_files"]["files"]] == ["0644"]
+
+
+def test_a_record_whose_file_does_not_match_its_hash_is_refused():
+    bad = file_record(SOURCES, OLD_SOURCES)
+    bad["sha256"] = "0" * 64
+    with pytest.raises(ValueError, match="does not match its sha256"):
+        known_good.rollback_plan(known(apt_files=[bad]), {**GOOD}, {})
+
+
+# ---------------------------------------------------------------- the rollback plan module
+
+_plan_spec = importlib.util.spec_from_file_location(
+    "rocmlab_rollback_plan", REPO / "plugins" / "modules" / "rocmlab_rollback_plan.py"
+)
+assert _plan_spec is not None and _plan_spec.loader is not None
+plan_module = importlib.util.module_from_spec(_plan_spec)
+_plan_spec.loader.exec_module(plan_module)
+
+
+def run_plan(args: dict, capsys, monkeypatch) -> dict:
+    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode())
+    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy")
+    with pytest.raises(SystemExit):
+        plan_module.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_no_record_is_refused_saying_what_writes_one(tmp_path, capsys, monkeypatch):
+    result = run_plan({"path": str(tmp_path / "known-good.json")}, capsys, monkeypatch)
+    assert result["failed"] is True
+    assert "there is no known-good record at" in result["msg"]
+    assert "a passing smoke job writes the record" in result["msg"]
+
+
+@as_root
+def test_the_module_plans_from_the_record_it_wrote(host, capsys, monkeypatch):
+    tmp_path, args = host
+    run(args, capsys, monkeypatch)
+    (tmp_path / "rocm.sources").write_text(NEW_SOURCES)
+    plan = run_plan({"path": args["path"]}, capsys, monkeypatch)
+    assert plan["changed"] is False, plan
+    assert [f["path"] for f in plan["apt_files"]["files"]] == [str(tmp_path / "rocm.sources")]
+    assert plan["changes"] == []  # this machine's packages are as recorded
+
+
+@as_root
+def test_a_record_that_is_a_link_is_refused_by_the_plan(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "known-good.json"
+    path.symlink_to("/etc/passwd")
+    result = run_plan({"path": str(path)}, capsys, monkeypatch)
+    assert result["failed"] is True and "is a symbolic link" in result["msg"], result

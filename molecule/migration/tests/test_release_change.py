@@ -1,8 +1,10 @@
 """The configured release is the installed release: the converged host (ROCm 6.4.2 from the
 AMD-layout mirror) is moved to 7.1 by changing rocm_repo_version alone, then back to 6.4.2, and
 each time every AMD package is the release's own version, /opt/rocm points at it, nothing of the
-other release is left and a second run changes nothing. Runs after test_migration.py (pytest
-collects the files in name order) and leaves the host on 6.4.2 again."""
+other release is left and a second run changes nothing. Then the rollback: the host's 6.4.2
+state recorded as known-good, the host moved to 7.1, and playbooks/rollback.yml puts it back
+(packages, apt files byte-identical). Runs after test_migration.py (pytest collects the files in
+name order) and leaves the host on 6.4.2 again."""
 
 from __future__ import annotations
 
@@ -98,3 +100,61 @@ def test_going_back_downgrades_to_the_old_release_cleanly(node):
     assert installed(node)["rocminfo"] == "1.0.0.60402-1"
     again = play(PLAYBOOK, {"rocm_repo_version": "6.4.2"})
     assert again.returncode == 0 and changed(again) == 0, said(again)[-3000:]
+
+
+# Every apt file's path, mode, owner and SHA-256: what a rollback must put back byte-identical.
+APT_STATE = (
+    "for f in /etc/apt/sources.list.d/* /etc/apt/preferences.d/* /etc/apt/keyrings/*"
+    ' /etc/apt/apt.conf.d/*; do [ -f "$f" ] || continue; stat -c \'%n %a %U %G\' "$f";'
+    ' sha256sum "$f"; done'
+)
+RECORD = Path(__file__).resolve().parents[1] / "record-known-good.yml"
+ROLLBACK = PROJECT / "playbooks" / "rollback.yml"
+
+
+def test_a_rollback_returns_the_host_to_its_known_good_state(node):
+    # On 6.4.2 (the case before): its state recorded as known-good, then moved to 7.1.
+    run = play(RECORD, {"rocm_repo_version": "6.4.2"})
+    assert run.returncode == 0, said(run)[-3000:]
+    good = installed(node)
+    good_files = node.check_output(APT_STATE)
+    assert node.file("/var/lib/rocmlab/known-good.json").exists
+    run = play(PLAYBOOK, {"rocm_repo_version": "7.1"})
+    assert run.returncode == 0, said(run)[-3000:]
+    assert_on_release(node, "7.1.0", "6.4.2")
+    moved_files = node.check_output(APT_STATE)
+    assert moved_files != good_files
+
+    # Check mode says where the host goes and changes nothing.
+    check = play(ROLLBACK, {}, "--check")
+    assert check.returncode == 0, said(check)[-3000:]
+    assert "7.1.0 \u2192 6.4.2 (the known-good state since " in said(check), said(check)[-3000:]
+    assert "8 package(s) change (" in said(check)
+    assert node.check_output(APT_STATE) == moved_files
+    assert {release_of(v) for v in installed(node).values() if release_of(v)} == {"7.1.0"}
+
+    run = play(ROLLBACK, {})
+    assert run.returncode == 0, said(run)[-3000:]
+    assert_on_release(node, "6.4.2", "7.1.0")
+    now = installed(node)
+    assert {n: v for n, v in now.items() if release_of(v)} == {
+        n: v for n, v in good.items() if release_of(v)
+    }  # AMD's packages: exactly the recorded versions
+    assert set(good) <= set(now)  # nothing the host had is gone
+    assert node.check_output(APT_STATE) == good_files  # byte-identical, same mode and owner
+    again = play(ROLLBACK, {})
+    assert again.returncode == 0 and changed(again) == 0, said(again)[-3000:]
+    assert "the host is in its known-good state already" in said(again)
+
+
+def test_a_rollback_without_a_record_says_so_and_changes_nothing(node):
+    node.run_expect([0], "mv /var/lib/rocmlab/known-good.json /root/known-good.json")
+    try:
+        before = installed(node)
+        run = play(ROLLBACK, {})
+    finally:
+        node.run_expect([0], "mv /root/known-good.json /var/lib/rocmlab/known-good.json")
+    assert run.returncode != 0
+    assert "there is no known-good record at /var/lib/rocmlab/known-good.json" in said(run)
+    assert installed(node) == before
+    assert not node.file("/run/rocmlab.lock").exists

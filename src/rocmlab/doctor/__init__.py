@@ -36,6 +36,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("kernel_log", checks_kernel.check_kernel_log),
     ("secure_boot", checks_kernel.check_secure_boot),
     ("dkms_headers", checks_kernel.check_dkms_headers),
+    ("dkms_next_kernel", checks_kernel.check_dkms_next_kernel),
     ("kernel_support", checks_kernel.check_kernel_support),
     ("pcie_link", checks_system.check_pcie_link),
     ("dev_shm", checks_system.check_dev_shm),

@@ -169,6 +169,26 @@ def check_secure_boot(ctx: Context) -> Result:
     return passed(f"Secure Boot is on; amdgpu-dkms is signed by {name}, key enrolled", evidence)
 
 
+def dkms_amdgpu(ctx: Context) -> tuple[dict[str, str], list[str]] | None:
+    """`dkms status`'s amdgpu lines: {kernel release: state ("installed", "built", ...)} and the
+    lines themselves; None when the dkms command is missing. Its lines read
+    ``amdgpu/6.14.14-2222715.24.04, 6.14.0-32-generic, x86_64: installed`` (dkms 3) or
+    ``amdgpu, 6.14.14-2222715.24.04, 6.14.0-32-generic, x86_64: installed`` (older)."""
+    result = ctx.run(["dkms", "status"])
+    if result is None:
+        return None
+    lines = [line.strip() for line in result.stdout.splitlines() if line.startswith("amdgpu")]
+    states = {}
+    for line in lines:
+        head, _, state = line.rpartition(":")
+        fields = [field.strip() for field in head.split(",")]
+        # dkms 3: "amdgpu/VERSION, KERNEL, ARCH"; dkms 2: "amdgpu, VERSION, KERNEL, ARCH".
+        kernel = 1 if "/" in fields[0] else 2
+        if len(fields) > kernel:
+            states[fields[kernel]] = state.strip()
+    return states, lines
+
+
 def check_dkms_headers(ctx: Context) -> Result:
     """The running kernel's headers, and amdgpu-dkms built for it."""
     if not amdgpu_dkms_installed(ctx):
@@ -182,21 +202,88 @@ def check_dkms_headers(ctx: Context) -> Result:
             f"`sudo apt install linux-headers-{release}` then `sudo dkms autoinstall` "
             "(rocm_packages_driver: dkms checks this, role rocm_packages)",
         )
-    result = ctx.run(["dkms", "status"])
-    if result is None:
+    found = dkms_amdgpu(ctx)
+    if found is None:
         return warned(
             f"headers for {release} present, but the dkms command is missing",
             "`sudo apt install --reinstall amdgpu-dkms` (it depends on dkms)",
         )
-    lines = [line.strip() for line in result.stdout.splitlines() if line.startswith("amdgpu")]
+    states, lines = found
     mine = [line for line in lines if f", {release}," in line or f", {release}:" in line]
-    states = [line.rsplit(":", 1)[-1].strip() for line in mine]
-    if any(state.startswith("installed") for state in states):
+    state = states.get(release, "")
+    if state.startswith("installed"):
         return passed(f"headers for {release} present; amdgpu-dkms installed for it", mine)
     return warned(
         f"headers for {release} present, but dkms has not installed amdgpu for this kernel "
-        f"({', '.join(states) or 'not built'})",
+        f"({state or 'not built'})",
         "`sudo dkms autoinstall`, then reboot",
+        lines,
+    )
+
+
+def release_order(release: str) -> tuple:
+    """A kernel release ordered as Debian's and Ubuntu's GRUB order them (version numbers
+    compared as numbers): 6.14.0-33-generic after 6.14.0-9-generic."""
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part)
+        for part in re.findall(r"\d+|[^\d.\-+~]+", release)
+    )
+
+
+def check_dkms_next_kernel(ctx: Context) -> Result:
+    """amdgpu-dkms built for each installed kernel newer than the running one: GRUB boots the
+    newest by default, so a kernel update that DKMS could not build for (no headers, a build
+    failure) leaves the host without its GPU at the next reboot."""
+    if not amdgpu_dkms_installed(ctx):
+        return skipped(
+            "amdgpu-dkms is not installed: the kernel's own amdgpu comes with each kernel"
+        )
+    running = ctx.kernel_release()
+    if running is None:
+        return skipped("cannot read the running kernel's release (/proc/sys/kernel/osrelease)")
+    boot = ctx.path("/boot")
+    try:
+        images = sorted(p.name.removeprefix("vmlinuz-") for p in boot.glob("vmlinuz-*"))
+    except OSError as err:
+        return skipped(f"cannot list /boot ({err.strerror})")
+    newer = sorted(
+        (release for release in images if release_order(release) > release_order(running)),
+        key=release_order,
+    )
+    if not newer:
+        return passed(f"no kernel newer than the running {running} is installed in /boot")
+    found = dkms_amdgpu(ctx)
+    if found is None:
+        return warned(
+            f"kernel(s) {', '.join(newer)} installed beside the running {running}, and the dkms "
+            "command is missing: amdgpu cannot be built for them",
+            "`sudo apt install --reinstall amdgpu-dkms` (it depends on dkms), then "
+            "`sudo dkms autoinstall -k RELEASE` for each, before the next reboot",
+        )
+    states, lines = found
+    missing = []
+    for release in newer:
+        state = states.get(release, "")
+        if state.startswith("installed"):
+            continue
+        headers = ctx.path(f"/lib/modules/{release}/build").exists()
+        why = (state or "not built") if headers else "no headers"
+        missing.append((release, why, headers))
+    if not missing:
+        return passed(
+            f"amdgpu-dkms is installed for the newer kernel(s) {', '.join(newer)} too", lines
+        )
+    said = ", ".join(f"{release} ({why})" for release, why, _ in missing)
+    fixes = [
+        (f"`sudo apt install linux-headers-{release}` then " if not headers else "")
+        + f"`sudo dkms autoinstall -k {release}`"
+        for release, _, headers in missing
+    ]
+    return warned(
+        f"the next boot takes the newest kernel, and amdgpu-dkms is not installed for {said}: "
+        f"after a reboot this host would have no GPU (running {running}, where it is)",
+        "; ".join(fixes)
+        + f", before the next reboot; or keep booting {running} (GRUB_DEFAULT) until it is",
         lines,
     )
 

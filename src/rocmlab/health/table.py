@@ -63,6 +63,7 @@ CHECKS: tuple[Spec, ...] = (
     Spec("gpu_count", "passive", 4.0, doctor(checks_driver.check_gpu_count)),
     Spec("kernel_log", "passive", 4.5, health(checks_node.check_kernel_log)),
     Spec("dkms_headers", "passive", 4.5, doctor(checks_kernel.check_dkms_headers)),
+    Spec("dkms_next_kernel", "passive", 4.5, doctor(checks_kernel.check_dkms_next_kernel)),
     Spec("pcie_link", "passive", 4.0, doctor(checks_system.check_pcie_link)),
     Spec("pcie_replays", "passive", 4.0, health(checks_node.check_pcie_replays)),
     Spec("ras_errors", "passive", 4.0, health(checks_node.check_ras_errors)),

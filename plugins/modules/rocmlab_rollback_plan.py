@@ -1,0 +1,139 @@
+#!/usr/bin/python
+# Copyright: rocmlab contributors
+# Apache License 2.0
+"""What returns a host to its known-good state (/var/lib/rocmlab/known-good.json)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: rocmlab_rollback_plan
+short_description: Plan the return of a host to its known-good state
+description:
+  - Reads the host's known-good record (written by M(rocmlab.rocmlab.rocmlab_known_good) after
+    the host last passed the health gate), the installed packages (C(dpkg-query)) and the
+    record's apt files as they are now, and returns what puts the host back - the apt files to
+    write back byte-identical (in the form M(rocmlab.rocmlab.rocmlab_apt_files) takes) or to
+    remove, AMD's packages to move to their recorded versions (C(name=version)), and AMD's
+    packages of a release the record does not hold, which came with the change being undone.
+  - Changes nothing; the rules are in C(plugins/module_utils/known_good.py) (rollback_plan).
+  - Fails, naming the path and what to do, when the host has no record (it never passed the
+    health gate since rocmlab began recording) or the record is not one (a link, not root's,
+    too big, not JSON, another format).
+options:
+  path:
+    description: The known-good record.
+    type: path
+    default: /var/lib/rocmlab/known-good.json
+author: rocmlab contributors (@rocmlab)
+seealso:
+  - module: rocmlab.rocmlab.rocmlab_known_good
+  - module: rocmlab.rocmlab.rocmlab_apt_files
+"""
+
+EXAMPLES = r"""
+- name: Plan the return to the known-good state
+  rocmlab.rocmlab.rocmlab_rollback_plan:
+  register: plan
+
+- name: Put AMD's packages back to their recorded versions
+  ansible.builtin.apt:
+    name: "{{ plan.apt_names }}"
+    allow_downgrade: "{{ plan.downgrade }}"
+  when: plan.apt_names | length > 0
+"""
+
+RETURN = r"""
+since:
+  description: When the host was first seen good in the recorded state.
+  returned: success
+  type: str
+release:
+  description: The recorded ROCm release.
+  returned: success
+  type: str
+apt_files:
+  description: C(files) to write back (path, content_base64, owner, group, mode) and C(remove).
+  returned: success
+  type: dict
+changes:
+  description: Each package change (name, from, to, action - install, upgrade, downgrade, rebuild).
+  returned: success
+  type: list
+  elements: dict
+apt_names:
+  description: The changes as C(name=version) for apt.
+  returned: success
+  type: list
+  elements: str
+downgrade:
+  description: Whether apt must be allowed to install lower versions.
+  returned: success
+  type: bool
+remove_packages:
+  description: AMD packages of a release the record does not hold (came with the change undone).
+  returned: success
+  type: list
+  elements: str
+unlisted:
+  description: AMD packages of the recorded release that the record does not list (left alone).
+  returned: success
+  type: list
+  elements: str
+summary:
+  description: One line saying the move and what changes, or that the host is in its state.
+  returned: success
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import (
+    apt_files,
+    known_good,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "path": {"type": "path", "default": "/var/lib/rocmlab/known-good.json"},
+        },
+        supports_check_mode=True,
+    )
+    path = module.params["path"]
+    try:
+        content = known_good.read_root_file(path, known_good.MAX_BYTES)
+        if content is None:
+            module.fail_json(
+                msg=f"rocmlab_rollback_plan: there is no known-good record at {path}: this host "
+                "has not passed the health gate since rocmlab began recording its state, so "
+                "there is no state to go back to. Fix what fails and run playbooks/smoke.yml "
+                "(or site.yml) on it; a passing smoke job writes the record."
+            )
+        record = known_good.load(content)
+    except (ValueError, OSError) as err:
+        module.fail_json(
+            msg=f"rocmlab_rollback_plan: the known-good record {path} cannot be used: {err}. "
+            "Nothing was changed; a passing smoke job (playbooks/smoke.yml) writes a new one."
+        )
+    rc, out, err = module.run_command(
+        ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\t${Package}\t${Version}\n"]
+    )
+    if rc != 0:
+        module.fail_json(
+            msg=f"rocmlab_rollback_plan: dpkg-query failed (exit {rc}): {err.strip()[-400:]}"
+        )
+    try:
+        now = {}
+        for entry in record["apt_files"]:
+            name = entry.get("path") if isinstance(entry, dict) else None
+            if not isinstance(name, str) or not apt_files.is_clean_path(name):
+                raise ValueError(f"the record names {name!r} as an apt file")
+            now[name] = apt_files.read_record(name).to_dict()
+        plan = known_good.rollback_plan(record, known_good.parse_dpkg(out), now)
+    except (apt_files.FileRefused, ValueError, KeyError, OSError) as err:
+        module.fail_json(msg=f"rocmlab_rollback_plan: {path}: {err}; nothing was changed")
+    module.exit_json(changed=False, **plan)
+
+
+if __name__ == "__main__":
+    main()
