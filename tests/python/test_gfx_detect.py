@@ -6,26 +6,19 @@ role's real tables from roles/gfx_override/vars/main.yml.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
-from ansible.module_utils import basic
+from ansible_modules import load_module, run_module
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "gfx_override"
 FIXTURES = REPO / "tests" / "fixtures" / "sysfs"
 NODES = ("class", "kfd", "kfd", "topology", "nodes")
 
-_spec = importlib.util.spec_from_file_location(
-    "gfx_detect", REPO / "plugins" / "modules" / "gfx_detect.py"
-)
-assert _spec is not None and _spec.loader is not None
-gfx_detect = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gfx_detect)
+gfx_detect = load_module("gfx_detect")
 
 VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
 TARGETS = VARS["__gfx_override_targets"]
@@ -484,17 +477,12 @@ def test_every_pci_id_names_a_known_target():
 # ---------------------------------------------------------------- the module itself
 
 
-def run_module(args: dict, capsys, monkeypatch) -> dict:
-    # What ansible-core hands a module: its arguments as JSON and the (de)serialization profile.
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode())
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy")
-    with pytest.raises(SystemExit):
-        gfx_detect.main()
-    return json.loads(capsys.readouterr().out)
+def run_gfx_detect(args: dict, capsys, monkeypatch) -> dict:
+    return run_module(gfx_detect, args, capsys, monkeypatch)
 
 
 def test_module_reports_gpus_and_environment_in_check_mode(capsys, monkeypatch):
-    result = run_module(
+    result = run_gfx_detect(
         {
             "sysfs_root": str(FIXTURES / "rx7600"),
             "targets": TARGETS,
@@ -511,7 +499,7 @@ def test_module_reports_gpus_and_environment_in_check_mode(capsys, monkeypatch):
 
 
 def test_module_refuses_a_malformed_manual_version(capsys, monkeypatch):
-    result = run_module(
+    result = run_gfx_detect(
         {
             "sysfs_root": str(FIXTURES / "rx7600"),
             "targets": TARGETS,

@@ -5,23 +5,18 @@ dpkg database, a real venv (the one running these tests) and apt files written b
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
 from pathlib import Path
 
 import pytest
-from ansible.module_utils import basic
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils import apt_files, known_good
+from ansible_modules import load_module, run_module
 
 REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "rocmlab_known_good", REPO / "plugins" / "modules" / "rocmlab_known_good.py"
-)
-assert _spec is not None and _spec.loader is not None
-module = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(module)
+module = load_module("rocmlab_known_good")
+plan_module = load_module("rocmlab_rollback_plan")
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the module checks root's ownership")
 
@@ -120,11 +115,7 @@ def test_a_bad_record_is_refused_saying_why(content, why):
 
 
 def run(args: dict, capsys, monkeypatch) -> dict:
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode())
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy")
-    with pytest.raises(SystemExit):
-        module.main()
-    return json.loads(capsys.readouterr().out)
+    return run_module(module, args, capsys, monkeypatch)
 
 
 @pytest.fixture
@@ -312,20 +303,9 @@ def test_a_record_whose_file_does_not_match_its_hash_is_refused():
 
 # ---------------------------------------------------------------- the rollback plan module
 
-_plan_spec = importlib.util.spec_from_file_location(
-    "rocmlab_rollback_plan", REPO / "plugins" / "modules" / "rocmlab_rollback_plan.py"
-)
-assert _plan_spec is not None and _plan_spec.loader is not None
-plan_module = importlib.util.module_from_spec(_plan_spec)
-_plan_spec.loader.exec_module(plan_module)
-
 
 def run_plan(args: dict, capsys, monkeypatch) -> dict:
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode())
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy")
-    with pytest.raises(SystemExit):
-        plan_module.main()
-    return json.loads(capsys.readouterr().out)
+    return run_module(plan_module, args, capsys, monkeypatch)
 
 
 def test_no_record_is_refused_saying_what_writes_one(tmp_path, capsys, monkeypatch):

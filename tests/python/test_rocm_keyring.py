@@ -12,8 +12,6 @@ puts collections/ on sys.path, as ansible.cfg's collections_path does for Ansibl
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import shutil
 import stat
@@ -23,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from ansible.module_utils import basic
+from ansible_modules import load_module, run_module
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGINS = REPO / "plugins"
@@ -32,11 +30,7 @@ pytestmark = pytest.mark.skipif(shutil.which("gpg") is None, reason="needs gpg")
 
 
 def load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(name, path)
 
 
 rocm_gpg = load("rocm_gpg_under_test", PLUGINS / "module_utils" / "rocm_gpg.py")
@@ -283,15 +277,6 @@ def test_without_the_only_key_nothing_is_left(keys):
 
 
 # ---------------------------------------------------------------- the modules
-
-
-def run_module(module, args: dict, capsys, monkeypatch) -> dict:
-    # What ansible-core hands a module: its arguments as JSON and the (de)serialization profile.
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode())
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy")
-    with pytest.raises(SystemExit):
-        module.main()
-    return json.loads(capsys.readouterr().out)
 
 
 def test_info_reports_each_file_in_order_with_globs_expanded(keys, tmp_path, capsys, monkeypatch):
