@@ -43,6 +43,18 @@ def managed_packages(installed: dict[str, str]) -> dict[str, str]:
     return {name: installed[name] for name in sorted(installed) if release_of(installed[name])}
 
 
+DPKG_QUERY = ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\t${Package}\t${Version}\n"]
+
+
+def installed_packages(module, who: str) -> dict[str, str]:
+    """The host's installed packages (parse_dpkg of DPKG_QUERY), run by the AnsibleModule MODULE;
+    a failure of dpkg-query fails the task, named after WHO."""
+    rc, out, err = module.run_command(DPKG_QUERY)
+    if rc != 0:
+        module.fail_json(msg=f"{who}: dpkg-query failed (exit {rc}): {err.strip()[-400:]}")
+    return parse_dpkg(out)
+
+
 def parse_dpkg(text: str) -> dict[str, str]:
     """`dpkg-query -W -f '${db:Status-Abbrev}\\t${Package}\\t${Version}\\n'` -> installed name ->
     version (half-installed and removed-but-configured packages left out)."""

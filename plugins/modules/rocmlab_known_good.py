@@ -179,13 +179,7 @@ def main():
         version = rocm_version()
     except (apt_files.FileRefused, ValueError, OSError) as err:
         module.fail_json(msg=f"rocmlab_known_good: {err}; the known-good record was not written")
-    rc, out, err = module.run_command(
-        ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\t${Package}\t${Version}\n"]
-    )
-    if rc != 0:
-        module.fail_json(
-            msg=f"rocmlab_known_good: dpkg-query failed (exit {rc}): {err.strip()[-400:]}"
-        )
+    installed = known_good.installed_packages(module, "rocmlab_known_good")
     try:
         found = framework_venvs(params["records_dir"])
     except (ValueError, OSError) as err:
@@ -196,7 +190,7 @@ def main():
         if frozen is not None:
             venvs[venv] = frozen
     current = known_good.state(
-        installed=known_good.parse_dpkg(out),
+        installed=installed,
         rocm_version=version,
         apt_files=records,
         venvs=venvs,

@@ -115,13 +115,7 @@ def main():
             msg=f"rocmlab_rollback_plan: the known-good record {path} cannot be used: {err}. "
             "Nothing was changed; a passing smoke job (playbooks/smoke.yml) writes a new one."
         )
-    rc, out, err = module.run_command(
-        ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\t${Package}\t${Version}\n"]
-    )
-    if rc != 0:
-        module.fail_json(
-            msg=f"rocmlab_rollback_plan: dpkg-query failed (exit {rc}): {err.strip()[-400:]}"
-        )
+    installed = known_good.installed_packages(module, "rocmlab_rollback_plan")
     try:
         now = {}
         for entry in record["apt_files"]:
@@ -129,7 +123,7 @@ def main():
             if not isinstance(name, str) or not apt_files.is_clean_path(name):
                 raise ValueError(f"the record names {name!r} as an apt file")
             now[name] = apt_files.read_record(name).to_dict()
-        plan = known_good.rollback_plan(record, known_good.parse_dpkg(out), now)
+        plan = known_good.rollback_plan(record, installed, now)
     except (apt_files.FileRefused, ValueError, KeyError, OSError) as err:
         module.fail_json(msg=f"rocmlab_rollback_plan: {path}: {err}; nothing was changed")
     module.exit_json(changed=False, **plan)
