@@ -202,6 +202,8 @@ def main():
     kept, changed = known_good.record(previous, current, now)
     if changed and not module.check_mode:
         try:
+            # /var/lib/rocmlab: root's, made here when no role made it before (ROCm alone).
+            os.makedirs(os.path.dirname(params["path"]), mode=0o755, exist_ok=True)
             apt_files.write_file(params["path"], known_good.dump(kept), 0o600, 0, 0)
         except OSError as err:
             module.fail_json(msg=f"rocmlab_known_good: cannot write {params['path']}: {err}")

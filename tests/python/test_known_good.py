@@ -177,6 +177,15 @@ def test_a_changed_apt_file_makes_a_new_record(host, capsys, monkeypatch):
 
 
 @as_root
+def test_the_records_directory_is_made_when_missing(host, capsys, monkeypatch):
+    tmp_path, args = host
+    path = tmp_path / "var" / "lib" / "rocmlab" / "known-good.json"
+    result = run({**args, "path": str(path)}, capsys, monkeypatch)
+    assert result["changed"] is True, result
+    assert path.parent.stat().st_mode & 0o777 == 0o755 and path.stat().st_uid == 0
+
+
+@as_root
 def test_check_mode_writes_nothing(host, capsys, monkeypatch):
     _tmp_path, args = host
     result = run({**args, "_ansible_check_mode": True}, capsys, monkeypatch)
