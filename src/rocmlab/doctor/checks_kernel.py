@@ -180,7 +180,9 @@ def dkms_amdgpu(ctx: Context) -> tuple[dict[str, str], list[str]] | None:
     lines = [line.strip() for line in result.stdout.splitlines() if line.startswith("amdgpu")]
     states = {}
     for line in lines:
-        head, _, state = line.rpartition(":")
+        head, colon, state = line.rpartition(":")
+        if not colon:
+            continue
         fields = [field.strip() for field in head.split(",")]
         # dkms 3: "amdgpu/VERSION, KERNEL, ARCH"; dkms 2: "amdgpu, VERSION, KERNEL, ARCH".
         kernel = 1 if "/" in fields[0] else 2
@@ -268,16 +270,20 @@ def check_dkms_next_kernel(ctx: Context) -> Result:
             continue
         headers = ctx.path(f"/lib/modules/{release}/build").exists()
         why = (state or "not built") if headers else "no headers"
-        missing.append((release, why, headers))
+        missing.append({"release": release, "why": why, "headers": headers})
     if not missing:
         return passed(
             f"amdgpu-dkms is installed for the newer kernel(s) {', '.join(newer)} too", lines
         )
-    said = ", ".join(f"{release} ({why})" for release, why, _ in missing)
+    said = ", ".join(f"{kernel['release']} ({kernel['why']})" for kernel in missing)
     fixes = [
-        (f"`sudo apt install linux-headers-{release}` then " if not headers else "")
-        + f"`sudo dkms autoinstall -k {release}`"
-        for release, _, headers in missing
+        (
+            f"`sudo apt install linux-headers-{kernel['release']}` then "
+            if not kernel["headers"]
+            else ""
+        )
+        + f"`sudo dkms autoinstall -k {kernel['release']}`"
+        for kernel in missing
     ]
     return warned(
         f"the next boot takes the newest kernel, and amdgpu-dkms is not installed for {said}: "
