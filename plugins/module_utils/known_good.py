@@ -20,7 +20,10 @@ import os
 import re
 
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.apt_files import Record
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import release_of
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import (
+    release_key,
+    release_of,
+)
 
 FORMAT = 1
 _WHEEL = re.compile(r"/rocmlab-([0-9][^-/]*)-[^/]*\.whl$")
@@ -165,6 +168,16 @@ def read_root_file(path: str, limit: int) -> bytes | None:
     return data
 
 
+def installed_rocm_version(root: str = "/") -> str | None:
+    """AMD's installed ROCm release as its rocm-core writes it (/opt/rocm/.info/version,
+    "6.4.2-120"), None without one. /opt/rocm is AMD's link to /opt/rocm-X.Y.Z: the one link
+    followed; the file itself must be root's, at most 256 bytes."""
+    path = os.path.realpath(os.path.join(root, "opt/rocm")) + "/.info/version"
+    data = read_root_file(path, 256)
+    text = data.decode("utf-8", errors="replace").strip() if data else ""
+    return text or None
+
+
 def _same_file(recorded: dict, now: dict) -> bool:
     fields = ("exists", "sha256", "mode", "uid", "gid", "link")
     return all(recorded.get(name) == now.get(name) for name in fields)
@@ -238,19 +251,19 @@ def rollback_plan(known: dict, installed: dict[str, str], files_now: dict[str, d
         "downgrade": any(c["action"] in ("downgrade", "rebuild") for c in changes),
         "remove_packages": later,
         "unlisted": unlisted,
-        "summary": rollback_summary(known, installed, files, remove, changes, later, unlisted),
+        "summary": rollback_summary(known, amd_now, files, remove, changes, later, unlisted),
     }
 
 
 def _release_key(version: str) -> tuple[int, ...]:
     """A package version's (or a release's own "6.4.2") release as numbers, for ordering."""
-    release = release_of(version) or version
-    return tuple(int(part) for part in release.split(".") if part.isdigit())
+    return release_key(release_of(version) or version)
 
 
-def rollback_summary(known, installed, files, remove, changes, later, unlisted) -> str:
-    """One line: "7.1.0 -> 6.4.2 (known-good since ...): ..." or that the host is in it."""
-    now = sorted({release_of(v) for v in managed_packages(installed).values()}, key=_release_key)
+def rollback_summary(known, amd_now, files, remove, changes, later, unlisted) -> str:
+    """One line: "7.1.0 -> 6.4.2 (known-good since ...): ..." or that the host is in it.
+    amd_now: AMD's installed packages (managed_packages), name -> version."""
+    now = sorted({release_of(v) for v in amd_now.values()}, key=_release_key)
     head = f"{', '.join(now) or 'no ROCm'} \u2192 {known['rocm_version'] or 'no ROCm'}"
     head += f" (the known-good state since {known['since']})"
     if not (files or remove or changes or later):

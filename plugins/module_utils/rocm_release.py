@@ -45,8 +45,9 @@ def full_release(configured: str) -> str:
     return f"{int(major)}.{int(minor)}.{int(patch or 0)}"
 
 
-def _key(release: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in release.split("."))
+def release_key(release: str) -> tuple[int, ...]:
+    """A release ("6.4.2") as numbers, for ordering."""
+    return tuple(int(part) for part in release.split(".") if part.isdigit())
 
 
 def plan(installed: dict[str, str], offered: dict[str, str], configured: str) -> dict:
@@ -63,7 +64,7 @@ def plan(installed: dict[str, str], offered: dict[str, str], configured: str) ->
     """
     target = full_release(configured)
     amd = {name: version for name, version in installed.items() if release_of(version)}
-    releases = sorted({release_of(version) for version in amd.values()}, key=_key)
+    releases = sorted({release_of(version) for version in amd.values()}, key=release_key)
     changes = []
     stranded = []
     for name in sorted(amd):
@@ -80,9 +81,9 @@ def plan(installed: dict[str, str], offered: dict[str, str], configured: str) ->
             # Not the configured release's package (a source that offers another release):
             # nothing to move to.
             continue
-        if _key(release) < _key(target):
+        if release_key(release) < release_key(target):
             action = "upgrade"
-        elif _key(release) > _key(target):
+        elif release_key(release) > release_key(target):
             action = "downgrade"
         else:
             action = "rebuild"
@@ -121,7 +122,7 @@ def preview(installed: dict[str, str], configured: str) -> dict:
     moving = sorted(
         name for name, version in installed.items() if release_of(version) not in (None, target)
     )
-    others = sorted({release_of(installed[name]) for name in moving}, key=_key)
+    others = sorted({release_of(installed[name]) for name in moving}, key=release_key)
     if not moving:
         line = f"ROCm {target}: no installed AMD package belongs to another release"
     else:

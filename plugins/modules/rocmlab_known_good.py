@@ -93,13 +93,6 @@ def read_small(path: str, limit: int = SMALL) -> str | None:
     return None if data is None else data.decode("utf-8", errors="replace")
 
 
-def rocm_version() -> str | None:
-    # /opt/rocm is AMD's link to /opt/rocm-X.Y.Z (rocm-core's): the one link followed here.
-    path = os.path.realpath("/opt/rocm") + "/.info/version"
-    text = read_small(path, 256)
-    return text.strip() if text else None
-
-
 def freeze(module, venv: str) -> list[str] | None:
     python = os.path.join(venv, "bin", "python")
     if not os.path.isdir(venv):
@@ -176,7 +169,7 @@ def main():
     try:
         records = [apt_files.read_record(path).to_dict() for path in sorted(set(paths))]
         gfx = read_small(params["gfx_file"])
-        version = rocm_version()
+        version = known_good.installed_rocm_version()
     except (apt_files.FileRefused, ValueError, OSError) as err:
         module.fail_json(msg=f"rocmlab_known_good: {err}; the known-good record was not written")
     installed = known_good.installed_packages(module, "rocmlab_known_good")

@@ -2,7 +2,8 @@
 # Copyright: rocmlab contributors
 # Apache License 2.0
 """What a lab rollout checks on a host before it changes anything: free space where ROCm, the
-venvs and the datasets go, the host's clock, GPU compute processes and logged-in users."""
+venvs and the datasets go, the host's clock, GPU compute processes, logged-in users and the ROCm
+release installed."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ description:
     C(who) lists on Debian 12), and the user sessions systemd-logind knows (C(loginctl); Debian
     13's C(who) reads those instead of utmp) when logind runs. The session this module runs in
     (any of its parent processes leads it) and the accounts in I(ignore_users) do not count.
+  - AMD's installed ROCm release, as its rocm-core package writes it in
+    C(/opt/rocm/.info/version) (root's, at most 256 bytes; the C(/opt/rocm) link is followed).
   - Read-only; changes nothing on the host.
 options:
   space:
@@ -99,6 +102,13 @@ in_use:
   sample:
     - "GPU compute process running: PID 4242 (python3)"
     - "user logged in: alice on pts/0 from 10.0.0.5 since 2025-01-06T09:12:00+00:00"
+rocm_version:
+  description:
+    - AMD's installed ROCm release (C(/opt/rocm/.info/version)), null when there is none or the
+      file is not a regular file of root's.
+  returned: always
+  type: str
+  sample: 6.4.2-120
 sessions:
   description: The users logged in, as utmp records them.
   returned: always
@@ -115,6 +125,9 @@ import struct
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.known_good import (
+    installed_rocm_version,
+)
 
 GIB = 1024**3
 # glibc's struct utmp on Linux (bits/utmp.h; 64-bit systems keep the 32-bit layout for
@@ -330,9 +343,14 @@ def main():
     for item in params["space"]:
         if not str(item.get("path", "")).startswith("/") or not item.get("name"):
             module.fail_json(msg=f"space: {item!r} needs a name and an absolute path")
+    try:
+        rocm_version = installed_rocm_version()
+    except (ValueError, OSError):
+        rocm_version = None
     module.exit_json(
         changed=False,
         clock=clock,
+        rocm_version=rocm_version,
         clock_offset=clock - params["controller_time"] if params["controller_time"] else None,
         space=space_report(params["space"]),
         kfd_processes=processes,

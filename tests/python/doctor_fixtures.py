@@ -103,7 +103,12 @@ def build(name: str, tmp: Path, **override: Any) -> Context:
     make_dev("", dev)
     _regroup(root / "etc" / "group", names)
     commands = config.get("commands")
-    folder = FIXTURES / commands if commands else own / "commands"
+    if isinstance(commands, list):
+        # Other cases' recorded outputs overlaid in order, then the case's own.
+        folder = tmp / "commands"
+        _overlay([FIXTURES / p for p in commands] + [own / "commands"], folder)
+    else:
+        folder = FIXTURES / commands if commands else own / "commands"
     log_path = config.get("kernel_log")
     log_file = FIXTURES / log_path if log_path else own / "kernel.log"
     log = (

@@ -174,10 +174,15 @@ def preflight_record(
 
 
 def rollout_record(
-    host: str, state: str, reason: str | None = None, batch: int | None = 1
+    host: str,
+    state: str,
+    reason: str | None = None,
+    batch: int | None = 1,
+    rocm: dict[str, str | None] | None = None,
 ) -> dict[str, Any]:
-    """A rollout record."""
-    return {
+    """A rollout record; ``rocm``: the release read from the host after the change and the
+    configured one (``{"installed": "7.1.0", "configured": "7.1"}``), left out when None."""
+    record: dict[str, Any] = {
         "schema_version": 1,
         "host": host,
         "created": "2026-12-02T09:30:00Z",
@@ -186,6 +191,9 @@ def rollout_record(
         "reason": reason,
         "batch": batch,
     }
+    if rocm is not None:
+        record["rocm"] = rocm
+    return record
 
 
 def cache_record(**kinds: tuple[int, int]) -> dict[str, Any]:

@@ -155,6 +155,54 @@ def test_ready_needs_a_passing_report_even_when_the_rollout_says_ready(
     )
 
 
+def test_a_host_whose_installed_release_is_not_the_configured_one_is_not_ready(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """What the rollout read from each host after its change, not the inventory, decides; AMD's
+    /opt/rocm/.info/version ("7.1.0-20") and rocm_repo_version ("7.1") name one release."""
+    hosts = ("ws-01", "ws-02", "ws-03", "ws-04")
+
+    def ready(host: str, installed: str | None, configured: str | None) -> dict[str, Any]:
+        return rollout_record(
+            host, "ready", rocm={"installed": installed, "configured": configured}
+        )
+
+    rollouts = {
+        "ws-01.json": ready("ws-01", "7.1.0-20", "7.1"),
+        "ws-02.json": ready("ws-02", "6.4.2", "7.1"),
+        "ws-03.json": ready("ws-03", None, "7.1"),
+        # The distribution's ROCm: no release is configured, none is compared.
+        "ws-04.json": ready("ws-04", None, None),
+    }
+    # Before the change every host had 6.4.2 (the preflight's reading): the rollout's wins.
+    preflight = {f"{h}.json": preflight_record(h, rocm_version="6.4.2") for h in hosts}
+    write_fleet(tmp_path, reports=ready_reports(*hosts), rollout=rollouts, preflight=preflight)
+    code, fleet, out = fleet_report(tmp_path, ",".join(hosts), capsys)
+    assert code == 1
+    found = hosts_by_name(fleet)
+    assert (found["ws-01"]["state"], found["ws-01"]["versions"]["rocm"]) == ("ready", "7.1.0-20")
+    assert found["ws-02"]["state"] == "release_differs"
+    assert found["ws-02"]["reason"] == "installed 6.4.2, configured 7.1"
+    assert found["ws-02"]["versions"]["rocm"] == "6.4.2"
+    assert found["ws-03"]["reason"] == "installed no ROCm release, configured 7.1"
+    assert found["ws-04"]["state"] == "ready" and found["ws-04"]["versions"]["rocm"] is None
+    assert found["ws-02"]["rollout"]["rocm"] == {"installed": "6.4.2", "configured": "7.1"}
+    assert re.search(r"ws-02 +RELEASE_DIFFERS .*installed 6\.4\.2, configured 7\.1", out), out
+    jsonschema.validate(fleet, FLEET_SCHEMA)
+
+
+def test_a_rollout_record_with_a_bad_release_entry_fails_that_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    bad = rollout_record("ws-01", "ready", rocm={"installed": "7.1.0", "configured": "7.1"})
+    bad["rocm"]["installed"] = 7.1
+    write_fleet(tmp_path, reports=ready_reports("ws-01"), rollout={"ws-01.json": bad})
+    _, fleet, _ = fleet_report(tmp_path, "ws-01", capsys)
+    host = fleet["hosts"][0]
+    assert host["state"] == "unreadable"
+    assert "'rocm.installed' is number 7.1, expected string or null" in host["reason"]
+
+
 def test_without_rollout_records_a_failed_report_fails_with_its_error(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

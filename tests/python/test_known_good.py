@@ -341,3 +341,21 @@ def test_a_record_that_is_a_link_is_refused_by_the_plan(tmp_path, capsys, monkey
     path.symlink_to("/etc/passwd")
     result = run_plan({"path": str(path)}, capsys, monkeypatch)
     assert result["failed"] is True and "is a symbolic link" in result["msg"], result
+
+
+@as_root
+def test_the_installed_release_is_read_from_rocm_cores_file(tmp_path):
+    assert known_good.installed_rocm_version(str(tmp_path)) is None  # no ROCm
+    tree = tmp_path / "opt" / "rocm-7.1.0" / ".info"
+    tree.mkdir(parents=True)
+    (tree / "version").write_text("7.1.0-20\n")
+    (tmp_path / "opt" / "rocm").symlink_to("rocm-7.1.0")  # AMD's link: the one followed
+    assert known_good.installed_rocm_version(str(tmp_path)) == "7.1.0-20"
+    (tree / "version").unlink()
+    (tree / "version").symlink_to("/etc/hostname")
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        known_good.installed_rocm_version(str(tmp_path))
+    (tree / "version").unlink()
+    (tree / "version").write_text("7" * 300)
+    with pytest.raises(ValueError, match="over 256 bytes"):
+        known_good.installed_rocm_version(str(tmp_path))

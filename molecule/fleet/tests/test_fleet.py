@@ -368,7 +368,15 @@ def test_b_the_html_report_in_a_browser_flags_the_hosts_that_are_not_ready(run_b
 
 
 # --- run E1 and E2: a new host with -l, then a full run with changed=0 ---------------------
-LAB_E = {A: {}, B: {}, C: {"rocmlab_fleet_sysfs_root": KFD_ROOT}, D: {}, F: {}}
+# f takes AMD's ROCm from the harness's AMD-layout mirror (the others the distribution's): its
+# records hold the release read from it.
+AMD_SOURCE = {
+    "rocm_repo_source": "amd",
+    "rocm_repo_base_url": os.environ.get("ROCMLAB_MIRROR_URL", ""),
+    "rocm_repo_key_fingerprint": os.environ.get("ROCMLAB_MIRROR_FINGERPRINT", ""),
+    "rocm_packages_list": [],
+}
+LAB_E = {A: {}, B: {}, C: {"rocmlab_fleet_sysfs_root": KFD_ROOT}, D: {}, F: AMD_SOURCE}
 SMOKE_REPORT = "/var/lib/rocmlab/smoke/report.json"
 
 
@@ -387,6 +395,10 @@ def test_e_a_new_host_added_with_limit_changes_it_alone(run_e1) -> None:
     recap = run.stdout.split("PLAY RECAP", 1)[1].splitlines()
     assert {line.split()[0] for line in recap if ": ok=" in line} - {"localhost"} == {F}
     assert record(F)["state"] == "ready"
+    # What f had before (nothing) and after its change, read from f, against the inventory's.
+    assert record(F, "preflight")["facts"]["rocm_version"] is None
+    assert record(F, "preflight")["facts"]["rocm_configured"] == "6.4.2"
+    assert record(F)["rocm"] == {"installed": "6.4.2", "configured": "6.4.2"}
     assert snapshot(A, B) == before
     assert {name: host(name).file(SMOKE_REPORT).mtime for name in (A, B)} == runs_before
     # The fleet table covers the whole inventory, not only the host of this run.
@@ -404,6 +416,8 @@ def test_e_a_full_run_afterwards_changes_nothing(run_e2) -> None:
     assert changed(run) == 0, said(run)[-3000:]
     for name in (A, B, F):
         assert record(name)["state"] == "ready"
+    assert record(F, "preflight")["facts"]["rocm_version"] == "6.4.2"  # read from f
+    assert record(A)["rocm"] is None  # the distribution's ROCm: no release configured
     assert record(C)["state"] == "unreachable"
     assert record(D)["state"] == "skipped" and "bob" in record(D)["reason"]
     assert set(failures(run)) == {C}

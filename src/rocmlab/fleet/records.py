@@ -208,24 +208,38 @@ def read_preflight(doc: Any) -> dict[str, Any]:
         get(facts, key, "string", where="facts.")
     get_choice(facts, "rocm_source", ("amd", "distro"), where="facts.")
     get(facts, "rocm_version", "string", "null", where="facts.")
+    if "rocm_configured" in facts:  # records written before it have none
+        get(facts, "rocm_configured", "string", "null", where="facts.")
     return {
         **_keep(doc, ("schema_version", "host", "created", "passed")),
         "checks": checks,
-        "facts": _keep(facts, ("distribution", "kernel", "python", "rocm_source", "rocm_version")),
+        "facts": _keep(
+            facts,
+            ("distribution", "kernel", "python", "rocm_source", "rocm_version", "rocm_configured"),
+        ),
     }
 
 
 def read_rollout(doc: Any) -> dict[str, Any]:
-    """A rollout record ``fleet/rollout/<host>.json`` (schema 1)."""
+    """A rollout record ``fleet/rollout/<host>.json`` (schema 1). ``rocm`` (optional: records
+    written before it have none): the ROCm release the host had after its change, read from the
+    host, and the one the inventory configured (null for the distribution's ROCm)."""
     _schema_version(doc, (1,))
     for key in ("host", "created", "rollout_id"):
         get(doc, key, "string")
     get_choice(doc, "state", ROLLOUT_STATES)
     get(doc, "reason", "string", "null")
     get(doc, "batch", "integer", "null")
-    return _keep(
+    kept = _keep(
         doc, ("schema_version", "host", "created", "rollout_id", "state", "reason", "batch")
     )
+    rocm = get(doc, "rocm", "object", "null") if "rocm" in doc else None
+    if rocm is not None:
+        for key in ("installed", "configured"):
+            get(rocm, key, "string", "null", where="rocm.")
+        rocm = _keep(rocm, ("installed", "configured"))
+    kept["rocm"] = rocm
+    return kept
 
 
 HEALTH_SCHEMAS = (1,)

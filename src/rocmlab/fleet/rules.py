@@ -4,6 +4,7 @@ drift and slow flags across hosts. The result is the ``fleet.json`` document (ro
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,7 +19,7 @@ FLEET_SCHEMA_VERSION = 1
 DEFAULT_SLOW_FRACTION = 0.7
 # Versions compared across the fleet for drift: field -> where it comes from.
 DRIFT_FIELDS = {
-    "rocm": "preflight facts.rocm_version",
+    "rocm": "rollout rocm.installed, else preflight facts.rocm_version",
     "torch": "smoke report torch_version",
     "hip": "smoke report hip_version",
     "kernel": "preflight facts.kernel",
@@ -92,7 +93,7 @@ def host_entry(
         "reason": reason,
         "problems": rec.problems,
         "files": rec.files,
-        "rollout": _pick(rec.rollout, "state", "reason", "batch", "rollout_id", "created"),
+        "rollout": _pick(rec.rollout, "state", "reason", "batch", "rollout_id", "created", "rocm"),
         "preflight": _pick(rec.preflight, "passed", "created"),
         "machine": report.get("host"),
         "report_schema": report.get("schema_version"),
@@ -104,7 +105,7 @@ def host_entry(
         "gfx_arch": report.get("gfx_arch"),
         "distribution": facts.get("distribution"),
         "versions": {
-            "rocm": facts.get("rocm_version"),
+            "rocm": installed_rocm(rec),
             "torch": report.get("torch_version"),
             "hip": report.get("hip_version"),
             "kernel": facts.get("kernel"),
@@ -125,7 +126,40 @@ def host_entry(
 
 
 def _pick(doc: dict[str, Any] | None, *keys: str) -> dict[str, Any] | None:
-    return {key: doc[key] for key in keys} if doc is not None else None
+    return {key: doc.get(key) for key in keys} if doc is not None else None
+
+
+_RELEASE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def release(text: str | None) -> str | None:
+    """A ROCm release as X.Y.Z: "7.1" (rocm_repo_version) and "7.1.0-20" (AMD's
+    /opt/rocm/.info/version) are both "7.1.0"; None for anything else."""
+    match = _RELEASE.match(text or "")
+    if match is None:
+        return None
+    major, minor, patch = match.groups()
+    return f"{int(major)}.{int(minor)}.{int(patch or 0)}"
+
+
+def installed_rocm(rec: HostRecords) -> str | None:
+    """The ROCm release read from the host: after its change (the rollout record, AMD's source),
+    else before the rollout (the preflight record: AMD's or the distribution's)."""
+    rocm = (rec.rollout or {}).get("rocm")
+    if rocm is not None:
+        return rocm["installed"]
+    return (rec.preflight or {}).get("facts", {}).get("rocm_version")
+
+
+def release_differs(rollout: dict[str, Any] | None) -> str | None:
+    """ "installed 6.4.2, configured 7.1" when the release read from the host after its change is
+    not the one the inventory configured; None when they agree or nothing was configured."""
+    rocm = (rollout or {}).get("rocm")
+    if rocm is None or rocm["configured"] is None:
+        return None
+    if release(rocm["installed"]) == release(rocm["configured"]):
+        return None
+    return f"installed {rocm['installed'] or 'no ROCm release'}, configured {rocm['configured']}"
 
 
 def health_summary(health: dict[str, Any] | None, now: float) -> dict[str, Any] | None:
@@ -179,8 +213,9 @@ def host_state(
 
     The rollout record's state wins when present (with any unusable record named after its
     reason); then unusable records (malformed input fails the host); then the smoke report:
-    none, failed, or passed; then the latest health report: a FAIL verdict fails the host, and
-    so does a missing or stale one when a maximum age is given; else the host is ready.
+    none, failed, or passed; then the ROCm release the rollout read from the host against the
+    configured one; then the latest health report: a FAIL verdict fails the host, and so does a
+    missing or stale one when a maximum age is given; else the host is ready.
     """
     rollout = rec.rollout
     if rollout is not None and rollout["state"] != "ready":
@@ -202,6 +237,9 @@ def host_state(
         return "no_report", f"no report{says_ready}"
     if not report["passed"]:
         return "smoke_failed", f"smoke job failed: {_smoke_failure(report)}{says_ready}"
+    differs = release_differs(rollout)
+    if differs is not None:
+        return "release_differs", differs
     failed = _health_reason(health, health_max_age)
     if failed is not None:
         return failed
