@@ -5,11 +5,10 @@ The jobs and what is known of each (seconds of the last measured run, group, nee
 tools/test-jobs. The rules, in order:
   - a job starts only when every job it needs has ended;
   - no two jobs of one group run at the same time;
-  - a job marked alone runs with nothing beside it but jobs marked light, and starts as early as
-    its needs allow: it and what it needs go first, and while it waits (for its needs, or for
-    the running jobs to end) only jobs marked light, jobs expected to end before it can start,
-    and the jobs marked first while its needs are still expected to run or another of them runs
-    are started beside them;
+  - a job marked alone runs with nothing beside it, and starts as early as its needs allow: it
+    and what it needs go first, and while it waits (for its needs, or for the running jobs to
+    end) only jobs expected to end before it can start are started beside them, and the jobs
+    marked first while its needs are still expected to run or another of them runs;
   - then the jobs marked first (the lint and pytest: quick to fail, no containers);
   - otherwise the longest job first, a job's length counting the jobs that wait for it.
 
@@ -42,7 +41,6 @@ class Job:
     needs: tuple[str, ...] = ()
     alone: bool = False
     first: bool = False
-    light: bool = False
 
 
 @dataclass
@@ -79,9 +77,9 @@ def parse_table(text: str, source: str = "tools/test-jobs") -> Table:
             value = -1.0
         if value < 0:
             raise TableError(f"{where}: seconds {seconds!r} of {name} is not a number >= 0")
-        if alone not in ("-", "alone", "first", "light"):
+        if alone not in ("-", "alone", "first"):
             raise TableError(
-                f"{where}: last column {alone!r} of {name}; want 'alone', 'first', 'light' or '-'"
+                f"{where}: last column {alone!r} of {name}; want 'alone', 'first' or '-'"
             )
         if name in table.jobs:
             raise TableError(f"{where}: {name} is listed twice")
@@ -92,7 +90,6 @@ def parse_table(text: str, source: str = "tools/test-jobs") -> Table:
             needs=() if needs == "-" else tuple(n for n in needs.split(",") if n),
             alone=alone == "alone",
             first=alone == "first",
-            light=alone == "light",
         )
     for job in table.jobs.values():
         for need in job.needs:
@@ -196,10 +193,8 @@ def pick(
 ) -> str | None:
     """The job of PENDING to start now on a free worker, or None: wait until one of RUNNING
     (job -> seconds it has run) ends. DONE: the jobs that have ended, passed or failed."""
-    if len(running) >= workers:
+    if len(running) >= workers or any(table.get(name).alone for name in running):
         return None
-    # Beside a job marked alone, only jobs marked light.
-    alone_runs = any(table.get(name).alone for name in running)
     seconds = _estimates(table, estimate)
     busy_groups = {table.get(name).group for name in running} - {None}
     # The running jobs' expected end, from now.
@@ -222,18 +217,13 @@ def pick(
             continue
         if job.group is not None and job.group in busy_groups:
             continue
-        if alone_runs and not job.light:
+        if job.alone and running:
             continue
-        if job.alone and any(not table.get(n).light for n in running):
-            continue
-        # While a job marked alone waits, only its needs, a job marked light (it may run beside
-        # it), a job that ends before the running ones do (so before it can start), or a job
-        # marked first while one of its needs is still expected to run or another job marked
-        # first runs, start.
-        fits = (
-            job.light
-            or _seconds(name, seconds) <= drained
-            or (job.first and (needs_left > 0 or any(table.get(n).first for n in running)))
+        # While a job marked alone waits, only its needs, a job that ends before the running
+        # ones do (so before it can start), or a job marked first while one of its needs is
+        # still expected to run or another job marked first runs, start.
+        fits = _seconds(name, seconds) <= drained or (
+            job.first and (needs_left > 0 or any(table.get(n).first for n in running))
         )
         if reserved and name not in reserved and not fits:
             continue

@@ -1,7 +1,6 @@
 """tools/schedule.py, the queue of tools/test: its table (tools/test-jobs) read and refused when
 wrong, and each rule of pick() (needs, groups, alone, first, longest first, the reservation for a
-job that runs alone, the jobs marked light that may run beside it), then the whole suite
-simulated over the real table."""
+job that runs alone), then the whole suite simulated over the real table."""
 
 from __future__ import annotations
 
@@ -57,7 +56,7 @@ def test_the_real_table_lists_every_scenario():
         ("a 10 - -", "4 column(s)"),
         ("a ten - - -", "seconds 'ten' of a is not a number >= 0"),
         ("a -5 - - -", "seconds '-5' of a is not a number >= 0"),
-        ("a 10 - - maybe", "last column 'maybe' of a; want 'alone', 'first', 'light' or '-'"),
+        ("a 10 - - maybe", "last column 'maybe' of a; want 'alone', 'first' or '-'"),
         ("a 10 - - -\na 20 - - -", "a is listed twice"),
         ("a 10 - b -", "a needs b, which is not listed"),
         ("a 10 - b -\nb 10 - a -", "the needs go round: a -> b -> a"),
@@ -112,34 +111,6 @@ def test_a_job_marked_alone_runs_with_nothing_beside_it():
     assert pick(["cluster", "gfx"], done={"image"}) == "cluster"
 
 
-LIGHT = table(
-    """
-    image    250  -     -     -
-    cluster  480  -     image alone
-    gfx      100  -     -     light
-    edge     650  -     -     -
-    """
-)
-
-
-def test_only_jobs_marked_light_run_beside_the_job_marked_alone():
-    assert pick(["edge", "gfx"], running={"cluster": 0}, done={"image"}, tab=LIGHT) == "gfx"
-    assert pick(["edge"], running={"cluster": 0}, done={"image"}, tab=LIGHT) is None
-    # It starts beside a job marked light, never beside another.
-    assert pick(["cluster", "edge"], running={"gfx": 10}, done={"image"}, tab=LIGHT) == "cluster"
-    assert pick(["cluster"], running={"edge": 600}, done={"image"}, tab=LIGHT) is None
-    # While it waits (its image, a running job), a job marked light starts: it may stay beside.
-    assert pick(["cluster", "edge", "gfx"], running={"image": 0}, tab=LIGHT) == "gfx"
-    assert pick(["cluster", "gfx"], running={"edge": 10}, done={"image"}, tab=LIGHT) == "gfx"
-    _, timeline = schedule.simulate(["cluster", "edge", "gfx"], LIGHT, workers=2)
-    assert [(n, s) for n, s, _ in timeline] == [
-        ("image", 0),
-        ("gfx", 0),
-        ("cluster", 250),
-        ("edge", 730),
-    ]
-
-
 def test_while_the_alone_job_waits_for_its_need_only_what_ends_before_starts():
     pending = ["cluster", "pytest", "lint", "edge", "gfx"]
     assert pick(pending, running={"image": 0}) == "pytest"  # 180 <= 250, first
@@ -177,7 +148,7 @@ def test_the_simulated_suite_keeps_every_rule():
         for b in jobs:
             if a < b and real.get(a).group and real.get(a).group == real.get(b).group:
                 assert not overlap(a, b), (a, b)
-            if a != b and real.get(a).alone and not real.get(b).light:
+            if a != b and real.get(a).alone:
                 assert not overlap(a, b), (a, b)
         for need in real.get(a).needs:
             assert spans[need][1] <= spans[a][0], (need, a)
