@@ -14,6 +14,9 @@ the rollout prints them. FINDINGS holds what the preflight tasks registered:
   dpkg            rocmlab_dpkg's result (lock_holders, interrupted, unconfigured), or None
   audit           the `dpkg --audit` command's result, or None
   mirrors         [{"what", "urls"}]: what the roles will fetch; any URL answering 200 will do
+  rocm_configured the ROCm release the inventory configures (AMD's source), or None; with the
+                  release host.rocm_version read from the host, the "release" line says what the
+                  rollout will change
   fetched         the uri results, one per URL (item, status, msg)
   max_clock_skew  rocmlab_fleet_max_clock_skew
   skip_busy       rocmlab_fleet_skip_busy
@@ -33,6 +36,11 @@ fleet_go(hosts, decisions) -> the hosts that go, in inventory order
 from __future__ import annotations
 
 import re
+
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import (
+    leading_release,
+    release_key,
+)
 
 GIB = 1024**3
 CREDENTIALS = re.compile(r"://[^/@\s]*@")
@@ -95,6 +103,17 @@ def _mirror(mirror, fetched):
     return "fail", _masked(f"{mirror['what']}: {said}")
 
 
+def _release(installed, configured):
+    """(status, detail) of the release line: what the rollout will do to AMD's ROCm here."""
+    now, want = leading_release(installed), leading_release(configured)
+    if installed is None:
+        return "pass", f"no AMD ROCm installed: will install {want or configured}"
+    if now == want:
+        return "pass", f"{installed}: already the configured {configured}"
+    way = "down" if now and want and release_key(now) > release_key(want) else "up"
+    return "pass", f"will change {installed} \u2192 {want or configured} ({way}grade)"
+
+
 def fleet_preflight_checks(findings):
     """The checks of one host's preflight, judged."""
     checks = []
@@ -132,6 +151,8 @@ def fleet_preflight_checks(findings):
             f"{abs(offset):.1f} s {where} the controller (limit {limit:g} s; apt refuses Release"
             " files dated in its future)",
         )
+    if findings.get("rocm_configured"):
+        add("release", *_release(host.get("rocm_version"), findings["rocm_configured"]))
     for mirror in findings.get("mirrors") or []:
         add(f"mirror_{_slug(mirror['what'])}", *_mirror(mirror, findings.get("fetched") or []))
     if "in_use" in host:

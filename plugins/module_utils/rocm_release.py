@@ -45,6 +45,19 @@ def full_release(configured: str) -> str:
     return f"{int(major)}.{int(minor)}.{int(patch or 0)}"
 
 
+_LEADING = re.compile(r"(\d{1,2})\.(\d{1,2})(?:\.(\d{1,2}))?(?![\d.])")
+
+
+def leading_release(text: str | None) -> str | None:
+    """The release a text starts with, as X.Y.Z: rocm_repo_version "7.1" and AMD's
+    /opt/rocm/.info/version "7.1.0-20" are both "7.1.0"; None for anything else."""
+    match = _LEADING.match((text or "").strip())
+    if match is None:
+        return None
+    major, minor, patch = match.groups()
+    return f"{int(major)}.{int(minor)}.{int(patch or 0)}"
+
+
 def release_key(release: str) -> tuple[int, ...]:
     """A release ("6.4.2") as numbers, for ordering."""
     return tuple(int(part) for part in release.split(".") if part.isdigit())

@@ -85,6 +85,25 @@ def test_a_healthy_host_passes_every_check_in_order() -> None:
     assert fleet.fleet_decision(checks) == {"state": "go", "reason": None}
 
 
+@pytest.mark.parametrize(
+    ("installed", "configured", "detail"),
+    [
+        (None, "7.1", "no AMD ROCm installed: will install 7.1.0"),
+        ("6.4.2-120", "7.1", "will change 6.4.2-120 \u2192 7.1.0 (upgrade)"),
+        ("7.1.0", "6.4.2", "will change 7.1.0 \u2192 6.4.2 (downgrade)"),
+        ("7.1.0-20", "7.1", "7.1.0-20: already the configured 7.1"),
+    ],
+)
+def test_the_release_line_says_what_the_rollout_will_change(installed, configured, detail):
+    host = {**findings()["host"], "rocm_version": installed}
+    checks = fleet.fleet_preflight_checks(findings(host=host, rocm_configured=configured))
+    names = [c["name"] for c in checks]
+    assert names.index("release") == names.index("clock") + 1
+    assert by_name(checks)["release"] == {"name": "release", "status": "pass", "detail": detail}
+    # The distribution's ROCm: nothing is configured, no line.
+    assert "release" not in by_name(fleet.fleet_preflight_checks(findings(host=host)))
+
+
 def test_an_unreachable_host_has_one_check_and_is_set_aside() -> None:
     checks = fleet.fleet_preflight_checks(
         findings(

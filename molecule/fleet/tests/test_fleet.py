@@ -399,6 +399,7 @@ def test_e_a_new_host_added_with_limit_changes_it_alone(run_e1) -> None:
     assert record(F, "preflight")["facts"]["rocm_version"] is None
     assert record(F, "preflight")["facts"]["rocm_configured"] == "6.4.2"
     assert record(F)["rocm"] == {"installed": "6.4.2", "configured": "6.4.2"}
+    assert f"{F} PASS release no AMD ROCm installed: will install 6.4.2" in said(run)
     assert snapshot(A, B) == before
     assert {name: host(name).file(SMOKE_REPORT).mtime for name in (A, B)} == runs_before
     # The fleet table covers the whole inventory, not only the host of this run.
@@ -417,6 +418,7 @@ def test_e_a_full_run_afterwards_changes_nothing(run_e2) -> None:
     for name in (A, B, F):
         assert record(name)["state"] == "ready"
     assert record(F, "preflight")["facts"]["rocm_version"] == "6.4.2"  # read from f
+    assert f"{F} PASS release 6.4.2: already the configured 6.4.2" in said(run)
     assert record(A)["rocm"] is None  # the distribution's ROCm: no release configured
     assert record(C)["state"] == "unreachable"
     assert record(D)["state"] == "skipped" and "bob" in record(D)["reason"]

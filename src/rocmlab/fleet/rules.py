@@ -134,7 +134,9 @@ _RELEASE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 def release(text: str | None) -> str | None:
     """A ROCm release as X.Y.Z: "7.1" (rocm_repo_version) and "7.1.0-20" (AMD's
-    /opt/rocm/.info/version) are both "7.1.0"; None for anything else."""
+    /opt/rocm/.info/version) are both "7.1.0"; None for anything else. (The rollout's preflight
+    line reads releases the same way, leading_release in the collection's module_utils: this
+    package never imports the collection.)"""
     match = _RELEASE.match(text or "")
     if match is None:
         return None
