@@ -205,6 +205,14 @@ def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict
     rebuild = _truthy(require_rocm_build) and bool(torch) and "+rocm" not in str(torch)
     if rebuild:
         reasons.append(f"torch {torch} is not a ROCm build")
+    # A ROCm build of the right version, but for another ROCm (the host's release changed): pip
+    # takes 2.9.1+rocm6.4 as torch==2.9.1, so only a forced reinstall puts the other build in.
+    built_for = str(torch).partition("+rocm")[2] if torch else ""
+    if built_for and _major_minor(built_for) != plan["rocm"]:
+        reasons.append(
+            f"torch {torch} is built for ROCm {_major_minor(built_for)}, not ROCm {plan['rocm']}"
+        )
+        rebuild = True
     return {"reasons": reasons, "force_reinstall": rebuild}
 
 

@@ -301,6 +301,19 @@ TORCH_PLAN = fw.pytorch_rocm_plan(torch_settings(), ran("3.11.2"))
             True,
         ),
         ({"torch": "2.9.1+cpu", "torchvision": "0.24.1"}, False, [], False),
+        # The host moved to another ROCm release: its torch is rebuilt, whatever require says.
+        (
+            {"torch": "2.9.1+rocm6.3", "torchvision": "0.24.1+rocm6.3"},
+            False,
+            ["torch 2.9.1+rocm6.3 is built for ROCm 6.3, not ROCm 6.4"],
+            True,
+        ),
+        (
+            {"torch": "2.9.1+rocm6.2.4", "torchvision": "0.24.1+rocm6.2.4"},
+            True,
+            ["torch 2.9.1+rocm6.2.4 is built for ROCm 6.2, not ROCm 6.4"],
+            True,
+        ),
     ],
 )
 def test_pip_runs_only_for_a_missing_or_other_torch(dists, require, reasons, force):
