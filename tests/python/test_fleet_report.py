@@ -74,6 +74,11 @@ def test_every_declared_host_ready_exits_0(tmp_path: Path, capsys: pytest.Captur
             "failed: rocm_packages: apt-get install rocm-hip-sdk exited 100",
         ),
         (("not_run", None), "not_run", "not run (the rollout stopped before this host)"),
+        (
+            ("rolled_back", "health gate failed on ROCm 7.1.1 (...); rolled back to ROCm 6.4.2"),
+            "rolled_back",
+            "rolled back: health gate failed on ROCm 7.1.1 (...); rolled back to ROCm 6.4.2",
+        ),
     ],
 )
 def test_a_declared_host_without_a_report_fails_with_the_rollouts_reason(

@@ -519,3 +519,67 @@ def test_a_hosts_fleet_plan_runs_nothing_on_the_controller(hostile_run) -> None:
     assert "fleet: 0 of 2 hosts ready" in table, table
     fleet = json.loads((reports / "fleet.json").read_text())
     assert sorted(h["host"] for h in fleet["hosts"]) == sorted([A, F])
+
+
+# --- run G: f moved to ROCm 7.1.1, whose health gate fails: the rollout rolls f back ----------
+# 7.1.1 is the mirror's broken release (tests/fixtures/amd_mirror/build.sh): its OpenCL runtime
+# registers an ICD whose library it does not ship, so `clinfo -l` lists no platform and the
+# doctor, which the smoke job runs first, fails (check opencl). f passed its gate on 6.4.2 in runs
+# E1 and E2, which recorded that state as its known-good one.
+APT_FILES = "find /etc/apt -type f -print0 | sort -z | xargs -0 sha256sum; find /etc/apt -type l"
+FREEZE = f"{VENV}/bin/python -m pip freeze"
+KNOWN_GOOD = "/var/lib/rocmlab/known-good.json"
+# AMD's packages: their version carries the release (6.4.2.60402-1, 1.0.0.60402-1, 1:6.4.60402-1).
+AMD_VERSION = re.compile(r"\.\d{5,6}-")
+
+
+def amd_packages(name: str) -> list[str]:
+    listed = host(name).check_output("dpkg-query -W -f '${Package} ${Version} ${Status}\\n'")
+    return sorted(line for line in listed.splitlines() if AMD_VERSION.search(line))
+
+
+@pytest.fixture(scope="module")
+def run_g(run_e2):
+    f = host(F)
+    before = {
+        "apt": f.check_output(APT_FILES),
+        "amd": amd_packages(F),
+        "venv": f.check_output(FREEZE),
+        "known_good": f.check_output(f"sha256sum {KNOWN_GOOD}"),
+    }
+    others = snapshot(A, B)
+    lab = {**LAB_E, F: {**AMD_SOURCE, "rocm_repo_version": "7.1.1", "smoke_test_doctor": True}}
+    run = rollout(inventory("g", lab), "--limit", F)
+    return run, before, others
+
+
+def test_g_a_host_whose_gate_fails_after_the_change_is_rolled_back(run_g) -> None:
+    run, before, others = run_g
+    assert run.returncode != 0
+    text = said(run)
+    assert f"{F} PASS release will change 6.4.2 \u2192 7.1.1 (upgrade)" in text, text[-3000:]
+    rec = record(F)
+    assert rec["state"] == "rolled_back", rec
+    assert rec["reason"].startswith("health gate failed on ROCm 7.1.1 ("), rec["reason"]
+    assert (
+        "opencl: ICD amdocl64_70101.icd present but `clinfo -l` lists no platform" in rec["reason"]
+    )
+    assert "rolled back to ROCm 6.4.2, the known-good state since " in rec["reason"]
+    assert rec["reason"].endswith("where the smoke job passed again"), rec["reason"]
+    assert rec["rocm"] == {"installed": "6.4.2", "configured": "7.1.1"}
+    f = host(F)
+    # Back in the known-good state: the same AMD packages at the same versions, the apt files'
+    # bytes, the venv, the record itself; nothing of 7.1.1 left, no quarantine.
+    assert amd_packages(F) == before["amd"]
+    assert f.check_output(APT_FILES) == before["apt"]
+    assert f.check_output(FREEZE) == before["venv"]
+    assert f.check_output(f"sha256sum {KNOWN_GOOD}") == before["known_good"]
+    assert f.file("/opt/rocm").linked_to == "/opt/rocm-6.4.2"
+    assert not f.file("/opt/rocm-7.1.1").exists
+    assert not f.file("/etc/OpenCL/vendors/amdocl64_70101.icd").exists
+    assert not f.file(QUARANTINE).exists
+    # The gate run again on the known-good state passed: its report is the one on the controller.
+    assert json.loads((REPORTS / f"{F}.json").read_text())["passed"] is True
+    assert snapshot(A, B) == others
+    table = run.stdout[run.stdout.index("FLEET REPORT") :]
+    assert re.search(rf"{F} +ROLLED_BACK .*rolled back: health gate failed on ROCm 7\.1\.1", table)

@@ -36,7 +36,9 @@ from rocmlab.fleet.fields import (
 
 SMOKE_SCHEMAS = (1, 2)
 CHECK_STATUSES = ("pass", "warn", "fail", "skip", "error")
-ROLLOUT_STATES = ("ready", "failed", "quarantined", "unreachable", "skipped", "not_run")
+ROLLOUT_STATES = (
+    "ready", "failed", "quarantined", "rolled_back", "unreachable", "skipped", "not_run",
+)  # fmt: skip
 # Cluster check verdicts that are not a failure (the document is read leniently: see read_cluster).
 CLUSTER_PASSING = ("pass", "passed", "ok", "warn")
 PREFLIGHT_DIR = Path("fleet", "preflight")

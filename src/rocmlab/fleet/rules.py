@@ -27,6 +27,7 @@ DRIFT_FIELDS = {
 ROLLOUT_LABELS = {
     "failed": "failed",
     "quarantined": "quarantined",
+    "rolled_back": "rolled back",
     "unreachable": "unreachable",
     "skipped": "skipped",
     "not_run": "not run (the rollout stopped before this host)",
