@@ -224,6 +224,11 @@ def test_a_the_broken_canary_is_quarantined_and_stops_the_rollout(run_a) -> None
     canary = record(A)
     assert (canary["state"], canary["batch"]) == ("quarantined", 1)
     assert "accuracy" in canary["reason"]
+    # It never passed its gate, so it has no known-good state to go back to.
+    assert (
+        "; not rolled back: rocmlab_rollback_plan: there is no known-good record"
+        in (canary["reason"])
+    )
     state = json.loads(host(A).file(QUARANTINE).content_string)
     assert state["reason"] == canary["reason"] and state["rollout_id"] == canary["rollout_id"]
     # The rollout stopped after the canary's batch: no task of the rollout reached b.
