@@ -83,6 +83,10 @@ summary:
   description: One line saying the move and what changes, or that the host is in its state.
   returned: success
   type: str
+missing:
+  description: True when the module failed because the host has no known-good record.
+  returned: failure
+  type: bool
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -107,7 +111,8 @@ def main():
                 msg=f"rocmlab_rollback_plan: there is no known-good record at {path}: this host "
                 "has not passed the health gate since rocmlab began recording its state, so "
                 "there is no state to go back to. Fix what fails and run playbooks/smoke.yml "
-                "(or site.yml) on it; a passing smoke job writes the record."
+                "(or site.yml) on it; a passing smoke job writes the record.",
+                missing=True,
             )
         record = known_good.load(content)
     except (ValueError, OSError) as err:

@@ -322,6 +322,7 @@ def test_no_record_is_refused_saying_what_writes_one(tmp_path, capsys, monkeypat
     assert result["failed"] is True
     assert "there is no known-good record at" in result["msg"]
     assert "a passing smoke job writes the record" in result["msg"]
+    assert result["missing"] is True  # the rollout quarantines such a host, saying so
 
 
 @as_root
