@@ -1,7 +1,8 @@
 """``rocmlab fleet-report`` as the lab grows (docs/performance.md): its time per host and its memory
 over generated labs of 500 and 4,000 hosts (the records of benchmarks/fleet_report_scale.py), and
 the faster ways it makes its outputs and reads its records, each checked against the slower way it
-replaced (json.dumps with indent, an xml.etree tree, a depth scan before parsing, strptime).
+replaced (json.dumps with indent, an xml.etree tree, a depth scan before parsing, strptime, the
+records read key by key, a stat before each open, shlex for every inventory line).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import random
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -21,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_testutil import fleet_report, lab_fleet, smoke_report, write_fleet
+from fleet_testutil import fleet_report, lab_fleet, ready_reports, smoke_report, write_fleet
 from rocmlab_testutil import REPO
 
 from rocmlab.common.textsafe import BIDI_CONTROLS, for_terminal
-from rocmlab.fleet import bounded, jsonout, junit
-from rocmlab.fleet.fields import RecordError
+from rocmlab.fleet import bounded, inventory, jsonout, junit, records
+from rocmlab.fleet.fields import RecordError, Shape
 from rocmlab.fleet.records import CLUSTER_PASSING, utc_seconds
+from rocmlab.fleet.table import table_lines
 from rocmlab.fleet.text import flags
 
 _spec = importlib.util.spec_from_file_location(
@@ -100,8 +103,12 @@ def documents() -> list[Any]:
         return {key: value(depth + 1) for key in keys}
 
     flat_objects = [{"a": text, "b": {}, "c": []} for text in HOSTILE_TEXTS]
+    # Lists of flat objects written again from their first text (jsonout._list_of_objects), also
+    # after more than it keeps: the same objects, and equal ones.
+    many = [[{"n": n, "t": HOSTILE_TEXTS[n % 8]}] for n in range(300)]
     return [
         {}, [], [[]], [{}], {"a": {}}, [{"a": 1}, {}], flat_objects, {"k": flat_objects},
+        [flat_objects, flat_objects, copy.deepcopy(flat_objects)], many + many[::-1],
         [float("nan"), float("inf"), -float("inf")], {1: "int key", 2.5: "float", None: "null"},
         ((1, 2), (3,)), *(value(0) for _ in range(300)),
     ]  # fmt: skip
@@ -248,6 +255,8 @@ def test_a_parsed_records_depth_is_the_scans() -> None:
         ("[" * 5000 + "]" * 5000, "nested 5000 deep"),  # beyond the parser's own bound
         ("[" * 5000, "nested 5000 deep"),
         ("[" * 64 + "]" * 64, None),
+        ('{"a": "' + "[" * 100 + '"}', None),  # brackets in a string: no nesting
+        ("\ufeff{}", "Unexpected UTF-8 BOM"),
         ('{"a": [1, 2, {"b": "[[[[["}], "c": 12345678901234567890}', "has 20 digits"),
         ('{"a": [1, 2', "the file is truncated"),
         ('{"a": "\\ud800"}', "lone surrogate \\ud800"),
@@ -259,6 +268,139 @@ def test_records_are_refused_as_before(text: str, message: str | None) -> None:
         return
     with pytest.raises(RecordError, match=message.replace("\\", "\\\\")):
         bounded.parse_json(text.encode())
+
+
+# Values put in records' places: of every JSON type, and words the readers accept somewhere.
+MUTANTS = [None, True, False, 0, 1, 2, 3, -1, 1.0, 0.5, "", "x", "pass", "fail", "warn", "skip",
+           "error", "rocm", "cpu", "amd", "distro", "ready", "rolled_back", "rocmlab health",
+           "2026-01-30T08:00:00Z", "2026-02-30T08:00:00Z", [], ["a"], [1], [True], {},
+           {"a": 1}]  # fmt: skip
+
+
+def _mutated(doc: Any, rng: random.Random) -> Any:
+    """``doc`` with one to three values replaced, removed or added anywhere in it."""
+    doc = copy.deepcopy(doc)
+    for _ in range(rng.choice((1, 1, 2, 3))):
+        places: list[tuple[Any, Any]] = []
+        stack = [doc]
+        while stack:
+            value = stack.pop()
+            keys = value.keys() if isinstance(value, dict) else range(len(value))
+            for key in keys:
+                places.append((value, key))
+                if isinstance(value[key], (dict, list)):
+                    stack.append(value[key])
+        if not places:
+            break
+        parent, key = rng.choice(places)
+        roll = rng.random()
+        if roll < 0.2 and isinstance(parent, dict):
+            del parent[key]
+        elif roll < 0.3 and isinstance(parent, dict):
+            parent[f"extra{rng.random()}"] = copy.deepcopy(rng.choice(MUTANTS))
+        else:
+            parent[key] = copy.deepcopy(rng.choice(MUTANTS))
+    return doc
+
+
+def _read(reader: Any, doc: Any) -> Any:
+    try:
+        return reader(doc)
+    except RecordError as exc:
+        return f"RecordError: {exc}"
+
+
+def test_records_that_fit_are_read_as_key_by_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The readers' shortcut for a record that fits its Shape gives what reading it key by key
+    gives (each key's type and value checked, the first wrong one named), for thousands of
+    records with wrong, missing and extra values anywhere."""
+    rng = random.Random(22)
+    real = json.loads(scale.REAL_REPORT.read_text())
+    ranked = scale.smoke_report(real, "r", "mi210", 60_000.0)
+    for rank, check in enumerate(ranked["checks"]):
+        check["rank"] = rank
+    rollout = scale.rollout_record("h", "ready", None, 1)
+    preflight = scale.preflight_record("h", "6.1.0-28-amd64", "2026-12-02T09:00:00Z")
+    documents = {
+        records.read_smoke_report: [
+            scale.smoke_report(real, "h", "rx7900xtx", 100_000.0),
+            scale.schema2(scale.smoke_report(real, "h", "mi210", 60_000.0), "h"),
+            ranked,
+        ],
+        records.read_health: [
+            scale.health_report("h", 1.8e9, False),
+            scale.health_report("h", 1.8e9, True),
+        ],
+        records.read_preflight: [
+            preflight,
+            {**preflight, "facts": {**preflight["facts"], "rocm_configured": "7.1"}},
+        ],
+        records.read_rollout: [
+            rollout,
+            {**rollout, "rocm": {"installed": "7.1.0", "configured": "7.1"}},
+        ],
+    }
+    cases = [
+        (reader, doc)
+        for reader, docs in documents.items()
+        for original in docs
+        for doc in [original, *(_mutated(original, rng) for _ in range(400)), None, [], "x"]
+    ]
+    fast = [_read(reader, doc) for reader, doc in cases]
+    monkeypatch.setattr(Shape, "fits", lambda self, record: False)
+    slow = [_read(reader, doc) for reader, doc in cases]
+    assert fast == slow
+    outcomes = {str(result)[:12] for result in fast}
+    assert any(o.startswith("RecordError") for o in outcomes) and "{" in "".join(outcomes)
+
+
+def test_a_listed_record_is_read_as_read_record_reads_it(tmp_path: Path) -> None:
+    """bounded.read_listed (no stat: the listing says what a name is) gives read_record's bytes
+    or refusal for every kind of name, also one changed since it was listed."""
+    (tmp_path / "ok.json").write_text("{}")
+    (tmp_path / "empty.json").write_text("")
+    (tmp_path / "large.json").write_text("x" * 101)
+    (tmp_path / "link.json").symlink_to(tmp_path / "ok.json")
+    (tmp_path / "dir.json").mkdir()
+    os.mkfifo(tmp_path / "fifo.json")
+    for name in ("replaced", "to-fifo", "grown", "removed"):
+        (tmp_path / f"{name}.json").write_text("[]")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with os.scandir(fd) as listing:
+            entries = list(listing)
+        (tmp_path / "replaced.json").unlink()
+        (tmp_path / "replaced.json").write_text("[1]")  # another inode
+        (tmp_path / "to-fifo.json").unlink()
+        os.mkfifo(tmp_path / "to-fifo.json")
+        (tmp_path / "grown.json").write_text("y" * 200)
+        (tmp_path / "removed.json").unlink()
+
+        def outcome(read: Any, *args: Any) -> Any:
+            try:
+                return read(fd, *args, 100)
+            except RecordError as exc:
+                return str(exc)
+
+        for entry in entries:
+            expected = outcome(bounded.read_record, entry.name)
+            assert outcome(bounded.read_listed, entry) == expected, entry.name
+    finally:
+        os.close(fd)
+
+
+def test_inventory_lines_are_split_as_shlex_splits_them() -> None:
+    rng = random.Random(22)
+    alphabet = "ab-_.:=[]0 \t'\"\\#;,!$*?~\x0b\x0c\x1c\x1f\x85\xa0\u2028\u3000\u00e9"
+    for _ in range(20_000):
+        line = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 16))).strip()
+        outcomes = []
+        for split in (inventory._words, lambda text: shlex.split(text, comments=True)):
+            try:
+                outcomes.append(split(line))
+            except ValueError as exc:
+                outcomes.append(str(exc))
+        assert outcomes[0] == outcomes[1], line
 
 
 def test_utc_times_are_read_as_strptime_reads_them() -> None:
@@ -301,6 +443,54 @@ def test_a_copied_report_is_still_refused_at_scale(
     code, fleet, _ = fleet_report(tmp_path, "a,b,c", capsys)
     assert code == 1
     assert [h["state"] for h in fleet["hosts"]] == ["unreadable", "unreadable", "ready"]
+
+
+def test_only_reports_alike_are_digested_and_copies_still_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reports are digested only where they share the time, hostname and samples/s of another
+    (gather._digest_alike_reports): a copy written again with other key order and spacing is
+    still a copy, and a report alike in these but not the same (another figure, 1.0 for 1) is
+    not one."""
+    report = smoke_report("ws")
+    rewritten = json.dumps(dict(reversed(list(report.items()))), separators=(",", ":"))
+    other_figure = {**report, "loss_last": 0.5}
+    float_epochs = {**report, "epochs": 1.0}
+    assert report["epochs"] == 1
+    write_fleet(tmp_path, reports={"a.json": report, "b.json": report, "c.json": rewritten,
+                                   "d.json": other_figure, "e.json": float_epochs,
+                                   "f.json": smoke_report("f")})  # fmt: skip
+    code, fleet, _ = fleet_report(tmp_path, "a,b,c,d,e,f", capsys)
+    assert code == 1
+    hosts = {host["host"]: host for host in fleet["hosts"]}
+    assert hosts["c"]["reason"] == (
+        "report c.json is identical to a.json, b.json: a copied report, not a run on this host"
+    )
+    assert [hosts[name]["state"] for name in "abcdef"] == ["unreadable"] * 3 + ["ready"] * 3
+
+
+class _Hosts(list[dict[str, Any]]):
+    """A list of hosts that counts the passes over it."""
+
+    passes = 0
+
+    def __iter__(self) -> Any:
+        self.passes += 1
+        return super().__iter__()
+
+
+def test_the_table_looks_at_every_host_a_few_times_not_once_per_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without health reports, whether the table has a health column is found by looking at
+    every host: once per table, not once per host (10,000 hosts took a minute)."""
+    names = [f"h{n}" for n in range(60)]
+    write_fleet(tmp_path, reports=ready_reports(*names))
+    _, fleet, _ = fleet_report(tmp_path, ",".join(names), capsys)
+    assert not any(host["health"] for host in fleet["hosts"])
+    hosts = _Hosts(fleet["hosts"])
+    lines = table_lines({**fleet, "hosts": hosts})
+    assert len(lines) > len(names) and hosts.passes < 10
 
 
 def test_the_benchmark_runs(tmp_path: Path) -> None:

@@ -122,8 +122,3 @@ def shape_of(keys: dict[str, tuple[str, ...]]) -> Shape:
     return Shape(
         {key: frozenset().union(*(TYPES[kind] for kind in kinds)) for key, kinds in keys.items()}
     )
-
-
-def fits(record: Any, shape: Shape) -> bool:
-    """``shape.fits(record)``."""
-    return shape.fits(record)

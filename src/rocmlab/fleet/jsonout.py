@@ -7,8 +7,10 @@ numbers, strings, booleans, nulls and empty containers (a check, a host's files,
 are encoded by the json module's C encoder with the item separator set to the newline and
 indentation of their depth, which is exactly how ``indent=2`` lays them out; the containers
 around them are laid out here, and the text is given in pieces of about a host each
-(``iter_indented``), so it can be written as it is made. tests/python/test_fleet_scale.py checks
-that the text is ``json.dumps(doc, indent=2)``'s, byte for byte, hostile strings included.
+(``iter_indented``), so it can be written as it is made. A list of flat objects that was written
+before (a host's checks: rows share them) is written again from its text.
+tests/python/test_fleet_scale.py checks that the text is ``json.dumps(doc, indent=2)``'s, byte
+for byte, hostile strings included.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import json
 import math
 from collections.abc import Callable, Iterator
 from functools import cache
+from itertools import chain
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
 INDENT = "  "
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_DICT = frozenset({dict})
 _STREAM_DEPTH = 2  # pieces are given after each item of the containers above this depth
 _PIECE = 256  # parts joined into one piece
 
@@ -58,6 +62,9 @@ def _flat_encoder(depth: int) -> Callable[[Any], str]:
 
 
 def _is_flat(items: Any) -> bool:
+    """Whether ``items`` are scalars and empty containers: what the flat encoder writes."""
+    if _SCALARS.issuperset(map(type, items)):  # the common case, looked at in C
+        return True
     for item in items:
         kind = type(item)
         if kind is dict or kind is list:
@@ -92,6 +99,15 @@ def _key(key: Any) -> str:
     return encode_basestring_ascii(key)
 
 
+def _flat_objects(items: list[Any]) -> bool:
+    """Whether ``items`` are non-empty flat objects (a host's checks): the types of all their
+    values looked at in one pass in C, each object alone only when that finds a container."""
+    if not (_DICT.issuperset(map(type, items)) and all(items)):
+        return False
+    values = chain.from_iterable(map(dict.values, items))
+    return _SCALARS.issuperset(map(type, values)) or all(_is_flat(v.values()) for v in items)
+
+
 def _is_scalar(value: Any) -> bool:
     """Whether the flat encoder writes ``value`` on one line: a scalar or an empty container."""
     kind = type(value)
@@ -109,8 +125,27 @@ def _flat_dicts(value: list[Any], depth: int) -> str:
     return f"[\n{middle}{{\n{inner}{text}\n{middle}}}\n{outer}]"
 
 
-def _encode(value: Any, depth: int, out: list[str]) -> None:
-    """Append the text of ``value`` at ``depth`` to ``out``."""
+# Texts of lists of flat objects already written, by depth and the objects' ids (see _encode).
+_Written = dict[tuple[int, ...], str]
+_WRITTEN = 256  # at most, the oldest let go first
+
+
+def _list_of_objects(value: list[Any], depth: int, written: _Written) -> str | None:
+    """The text of ``value`` at ``depth`` when it is a list of non-empty flat objects (a host's
+    checks), else None. Rows share their checks (rocmlab.fleet.rules), so most hosts' lists
+    hold the same objects as one written before: its text is written again. The ids name the
+    objects while ``written`` lives, as the document being written holds them all."""
+    key = (depth, *map(id, value))
+    text = written.get(key)
+    if text is None and _flat_objects(value):
+        if len(written) >= _WRITTEN:
+            del written[next(iter(written))]
+        text = written[key] = _flat_dicts(value, depth)
+    return text
+
+
+def _encode(value: Any, depth: int, out: list[str], written: _Written) -> None:
+    """Append the text of ``value`` at ``depth`` to ``out`` (``written``: see _list_of_objects)."""
     kind = type(value)
     if kind is dict:
         if not value:
@@ -130,7 +165,7 @@ def _encode(value: Any, depth: int, out: list[str]) -> None:
                     parts.append(_flat_encoder(depth + 1)(run)[1:-1])
                     run = {}
                 inner: list[str] = [_key(key), ": "]
-                _encode(item, depth + 1, inner)
+                _encode(item, depth + 1, inner, written)
                 parts.append("".join(inner))
             if run:
                 parts.append(_flat_encoder(depth + 1)(run)[1:-1])
@@ -142,16 +177,15 @@ def _encode(value: Any, depth: int, out: list[str]) -> None:
         elif _is_flat(value):
             text = _flat_encoder(depth + 1)(value)
             out.append(f"[\n{INDENT * (depth + 1)}{text[1:-1]}\n{INDENT * depth}]")
-        # pylint: disable-next=unidiomatic-typecheck
-        elif kind is list and all(type(v) is dict and v and _is_flat(v.values()) for v in value):
-            out.append(_flat_dicts(value, depth))
+        elif kind is list and (text := _list_of_objects(value, depth, written)) is not None:
+            out.append(text)
         else:
             inner_separator = ",\n" + INDENT * (depth + 1)
             out.append("[\n" + INDENT * (depth + 1))
             for index, item in enumerate(value):
                 if index:
                     out.append(inner_separator)
-                _encode(item, depth + 1, out)
+                _encode(item, depth + 1, out, written)
             out.append("\n" + INDENT * depth + "]")
     elif kind in _SCALARS:
         out.append(_scalar(value))
@@ -162,7 +196,7 @@ def _encode(value: Any, depth: int, out: list[str]) -> None:
         out.append(_scalar(value))  # json's own TypeError for what JSON cannot hold
 
 
-def _stream(value: Any, depth: int, out: list[str]) -> Iterator[str]:
+def _stream(value: Any, depth: int, out: list[str], written: _Written) -> Iterator[str]:
     """As _encode, giving the text made so far after each item of the top containers."""
     kind = type(value)
     if (
@@ -171,7 +205,7 @@ def _stream(value: Any, depth: int, out: list[str]) -> Iterator[str]:
         or not value
         or _is_flat(value.values() if kind is dict else value)
     ):
-        _encode(value, depth, out)
+        _encode(value, depth, out, written)
         return
     items = value.items() if kind is dict else ((None, item) for item in value)
     open_, close = ("{", "}") if kind is dict else ("[", "]")
@@ -184,7 +218,7 @@ def _stream(value: Any, depth: int, out: list[str]) -> Iterator[str]:
         first = False
         if kind is dict:
             out.append(_key(key) + ": ")
-        yield from _stream(item, depth + 1, out)
+        yield from _stream(item, depth + 1, out, written)
         if len(out) >= _PIECE:
             yield "".join(out)
             out.clear()
@@ -194,7 +228,7 @@ def _stream(value: Any, depth: int, out: list[str]) -> Iterator[str]:
 def iter_indented(doc: Any) -> Iterator[str]:
     """``json.dumps(doc, indent=2)`` in pieces (their concatenation is that text)."""
     out: list[str] = []
-    yield from _stream(doc, 0, out)
+    yield from _stream(doc, 0, out, {})
     if out:
         yield "".join(out)
 

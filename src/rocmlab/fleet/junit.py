@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 from rocmlab.common.textsafe import for_terminal
-from rocmlab.fleet.records import CLUSTER_PASSING
+from rocmlab.fleet.records import CLUSTER_PASSING, SHARED_CHECKS
 from rocmlab.fleet.text import flags
 
 # Characters XML 1.0 cannot carry. for_terminal() has written the controls among them (kernel log
@@ -79,26 +81,29 @@ def _leaf(tag: str, attributes: dict[str, str], text: str | None) -> str:
     return f"{_start(tag, attributes)}>{_cdata(text)}</{tag}>"
 
 
+CASE_INDENT = "    "  # a test case's, below its suite below the root
+# A test case as _Case.made gives it: its text after the classname, and its outcome.
+_Made = tuple[str, str]
+
+
 class _Case:
     """A test case: its name and its children (already text), and what it counts as."""
 
-    __slots__ = ("children", "classname", "name", "outcome")
+    __slots__ = ("children", "name", "outcome")
 
-    def __init__(self, classname: str, name: str) -> None:
-        self.classname = classname  # as the attribute's text: the same for a suite's cases
+    def __init__(self, name: str) -> None:
         self.name = name
         self.children: list[str] = []
         self.outcome = ""  # "failure", "error", "skipped" or "" (passed)
 
-    def text(self, indent: str) -> str:
-        start = (
-            f'{indent}<testcase classname="{self.classname}" name="{_attr(_clean(self.name))}" '
-            'time="0"'
-        )
+    def made(self) -> _Made:
+        """(the case's text after its classname, its outcome). A suite's cases share their
+        classname, which the suite writes before each (_suite)."""
+        start = f' name="{_attr(_clean(self.name))}" time="0"'
         if not self.children:
-            return start + " />"
-        inner = "\n" + indent + "  "
-        return f"{start}>{inner}{inner.join(self.children)}\n{indent}</testcase>"
+            return start + " />", self.outcome
+        inner = "\n" + CASE_INDENT + "  "
+        return f"{start}>{inner}{inner.join(self.children)}\n{CASE_INDENT}</testcase>", self.outcome
 
 
 def _outcome(case: _Case, tag: str, message: str, body: str | None = None) -> None:
@@ -114,9 +119,10 @@ def _system_out(case: _Case, text: str) -> None:
     case.children.append(_leaf("system-out", {}, _clean(text)))
 
 
-def _suite(name: str, index: int, timestamp: str, cases: list[_Case]) -> str:
-    """A test suite and its cases, indented as the first level below the root."""
-    counts = _counts(cases)
+def _suite(name: str, index: int, timestamp: str, classname: str, cases: list[_Made]) -> str:
+    """A test suite and its cases (each as _Case.made gives it, ``classname`` the attribute's
+    text), indented as the first level below the root."""
+    counts = _counts([outcome for _, outcome in cases])
     attributes = {
         "name": _clean(name),
         "id": str(index),
@@ -126,62 +132,68 @@ def _suite(name: str, index: int, timestamp: str, cases: list[_Case]) -> str:
         "time": "0",
         **{key: str(value) for key, value in counts.items()},
     }
-    inner = "\n".join(case.text("    ") for case in cases)
+    start = f'{CASE_INDENT}<testcase classname="{classname}"'
+    inner = "\n".join(start + text for text, _ in cases)
     return f"  {_start('testsuite', attributes)}>\n{inner}\n  </testsuite>"
 
 
-def _counts(cases: list[_Case]) -> dict[str, int]:
-    outcomes = [case.outcome for case in cases]
+def _counts(outcomes: list[str]) -> dict[str, int]:
     return {
-        "tests": len(cases),
+        "tests": len(outcomes),
         "failures": outcomes.count("failure"),
         "errors": outcomes.count("error"),
         "skipped": outcomes.count("skipped"),
     }
 
 
-def _host_cases(host: dict[str, Any]) -> list[_Case]:
-    classname = _attr(_clean(host["host"]))
-    ready = _Case(classname, "ready")
+def _host_cases(host: dict[str, Any]) -> list[_Made]:
+    ready = _Case("ready")
     if not host["ready"]:
         _outcome(ready, "failure", f"{host['state']}: {host['reason']}")
     if flags(host):
         _system_out(ready, "\n".join(flags(host)))
-    cases = [ready]
-    for check in host["checks"]:
-        case = _Case(classname, f"{check['source']}.{check['name']}")
-        cases.append(case)
-        status = check["status"]
-        if status == "pass":
-            continue
-        body = check["detail"] + (f"\nfix: {check['fix']}" if check["fix"] else "")
-        if status == "fail":
-            _outcome(case, "failure", check["detail"], body)
-        elif status == "error":
-            _outcome(case, "error", check["detail"], body)
-        elif status == "skip":
-            case.children.append(_leaf("skipped", {"message": _clean(check["detail"])}, None))
-            case.outcome = "skipped"
-        elif status == "warn":
-            _system_out(case, f"WARN: {body}")
-    return cases
+    return [ready.made(), *(_check_case(*_take_check(check)) for check in host["checks"])]
 
 
-def _cluster_cases(cluster: dict[str, Any]) -> list[_Case]:
-    case = _Case("fleet", "cluster")  # no character to escape
+_take_check = itemgetter("source", "name", "status", "detail", "fix")
+
+
+@lru_cache(maxsize=SHARED_CHECKS)
+def _check_case(source: str, name: str, status: str, detail: str, fix: str | None) -> _Made:
+    """The case of one of a host's checks. Most checks are the same on every host, and so are
+    their cases but for the classname: each distinct one is made once."""
+    case = _Case(f"{source}.{name}")
+    if status == "pass":
+        return case.made()
+    body = detail + (f"\nfix: {fix}" if fix else "")
+    if status == "fail":
+        _outcome(case, "failure", detail, body)
+    elif status == "error":
+        _outcome(case, "error", detail, body)
+    elif status == "skip":
+        case.children.append(_leaf("skipped", {"message": _clean(detail)}, None))
+        case.outcome = "skipped"
+    elif status == "warn":
+        _system_out(case, f"WARN: {body}")
+    return case.made()
+
+
+def _cluster_cases(cluster: dict[str, Any]) -> list[_Made]:
+    case = _Case("cluster")
     if cluster["problem"] is not None:
         _outcome(case, "error", f"unreadable {cluster['file']}: {cluster['problem']}")
     elif cluster["verdict"] not in CLUSTER_PASSING:
         detail = f": {cluster['error']}" if cluster["error"] else ""
         _outcome(case, "failure", f"cluster check verdict {cluster['verdict']}{detail}")
-    return [case]
+    return [case.made()]
 
 
-def _all_suites(fleet: dict[str, Any]) -> Iterator[tuple[str, list[_Case]]]:
+def _all_suites(fleet: dict[str, Any]) -> Iterator[tuple[str, str, list[_Made]]]:
+    """Each suite's name, its cases' classname (as the attribute's text) and its cases."""
     for host in fleet["hosts"]:
-        yield host["host"], _host_cases(host)
+        yield host["host"], _attr(_clean(host["host"])), _host_cases(host)
     if fleet["cluster"] is not None:
-        yield "fleet", _cluster_cases(fleet["cluster"])
+        yield "fleet", "fleet", _cluster_cases(fleet["cluster"])  # no character to escape
 
 
 def _totals(fleet: dict[str, Any]) -> dict[str, int]:
@@ -215,8 +227,9 @@ def junit_chunks(fleet: dict[str, Any]) -> Iterator[bytes]:
         return
     yield (_start("testsuites", root) + ">\n").encode("utf-8", "xmlcharrefreplace")
     timestamp = fleet["created"].rstrip("Z")
-    for index, (name, cases) in enumerate(_all_suites(fleet)):
-        yield (_suite(name, index, timestamp, cases) + "\n").encode("utf-8", "xmlcharrefreplace")
+    for index, (name, classname, cases) in enumerate(_all_suites(fleet)):
+        suite = _suite(name, index, timestamp, classname, cases)
+        yield (suite + "\n").encode("utf-8", "xmlcharrefreplace")
     yield b"</testsuites>\n"
 
 

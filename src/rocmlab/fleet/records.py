@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from operator import itemgetter
 from pathlib import Path
 from sys import intern
@@ -26,7 +27,6 @@ from rocmlab.fleet.fields import (
     STRING_OR_NULL,
     RecordError,
     Shape,
-    fits,
     get,
     get_choice,
     get_list,
@@ -57,37 +57,51 @@ def _schema_version(doc: Any, accepted: Iterable[int]) -> int:
     return version
 
 
-def _read_checks(doc: dict[str, Any], keys: dict[str, tuple[str, ...]], where: str) -> None:
-    fast = shape_of(keys)
-    for index, check in enumerate(get_list(doc, "checks")):
-        if fits(check, fast):
-            continue
-        for key, kinds in keys.items():
-            get(check, key, *kinds, where=f"{where}[{index}].")
-
-
 def _keep(doc: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     """``doc`` with only ``keys`` (those it has)."""
     return {key: doc[key] for key in keys if key in doc}
 
 
-# A check of the doctor's or of health's: its keys, and their types for ``fits``. The texts of
-# the checks kept (records.py and rules.py) are interned (sys.intern): most are the same on
-# every host, and 10,000 hosts' checks held over 100 MB of copies of them.
+# Distinct checks kept at once by _shared (a lab's records hold tens; more only cost time).
+SHARED_CHECKS = 4096
+
+
+@lru_cache(maxsize=SHARED_CHECKS)
+def _shared(keys: tuple[str, ...], values: tuple[Any, ...]) -> dict[str, Any]:
+    """The check ``dict(zip(keys, values))`` that a record keeps, its texts interned
+    (sys.intern) and a tuple of texts (a finding's evidence) made a list.
+
+    Most checks are the same on every host (10,000 hosts' checks held over 100 MB of copies of
+    their texts), so each distinct one is made once and the same dict is given to every record
+    that holds it: nothing changes these dicts (rocmlab.fleet.rules only reads them). The cache
+    tells values apart by ``==``, so ``values`` hold only texts, None, tuples of texts and, each
+    at its own key, booleans or integers (never both: ``True == 1``)."""
+    kept = {}
+    for key, value in zip(keys, values, strict=True):
+        kind = type(value)
+        if kind is str:
+            value = intern(value)
+        elif kind is tuple:
+            value = [intern(item) for item in value]
+        kept[key] = value
+    return kept
+
+
+# A check of the doctor's or of health's: its keys, and their types for ``fits``.
 _FINDING_KEYS = ("name", "status", "saw", "fix", "evidence")
 _FINDING = Shape({"name": STRING, "status": STRING, "saw": STRING, "fix": STRING_OR_NULL,
                   "evidence": ARRAY})  # fmt: skip
 _STATUSES = frozenset(CHECK_STATUSES)
 _take_finding = itemgetter(*_FINDING_KEYS)
+_TEXT = frozenset({str})
 
 
 def _finding(check: Any, index: int, where: str = "") -> dict[str, Any]:
     """A doctor or health check, with the keys the fleet report uses."""
     if not (
-        fits(check, _FINDING)
+        _FINDING.fits(check)
         and check["status"] in _STATUSES
-        # pylint: disable-next=unidiomatic-typecheck
-        and (not check["evidence"] or all(type(item) is str for item in check["evidence"]))
+        and _TEXT.issuperset(map(type, check["evidence"]))  # texts only
     ):
         at = f"{where}checks[{index}]."
         get(check, "name", "string", where=at)
@@ -98,13 +112,7 @@ def _finding(check: Any, index: int, where: str = "") -> dict[str, Any]:
             if not isinstance(item, str):
                 raise RecordError(f"'{at}evidence' holds {item!r}, expected strings")
     name, status, saw, fix, evidence = _take_finding(check)
-    return {
-        "name": intern(name),
-        "status": intern(status),
-        "saw": intern(saw),
-        "fix": fix if fix is None else intern(fix),
-        "evidence": [intern(item) for item in evidence],
-    }
+    return _shared(_FINDING_KEYS, (name, status, saw, fix, tuple(evidence)))
 
 
 def read_doctor(doc: Any, where: str = "") -> dict[str, Any]:
@@ -118,8 +126,24 @@ def read_doctor(doc: Any, where: str = "") -> dict[str, Any]:
     return {"verdict": doc["verdict"], "checks": checks}
 
 
-def _smoke_check(check: dict[str, Any]) -> dict[str, Any]:
-    kept = _keep(check, ("name", "passed", "detail", "rank"))
+# A smoke report's check: what is read of it, and its keys kept ("rank", only in a distributed
+# run's checks, is not read: it may hold anything).
+_SMOKE_CHECK_READS = {"name": ("string",), "passed": ("boolean",), "detail": ("string",)}
+_SMOKE_CHECK = shape_of(_SMOKE_CHECK_READS)
+_SMOKE_CHECK_KEYS = ("name", "passed", "detail", "rank")
+# One whose rank is an integer or null: shared (_shared), as a bool rank never is.
+_RANKED_SMOKE_CHECK = shape_of({**_SMOKE_CHECK_READS, "rank": ("integer", "null")})
+_take_smoke_check = itemgetter(*_SMOKE_CHECK_KEYS)
+
+
+def _smoke_check(check: Any, index: int) -> dict[str, Any]:
+    """A smoke report's check, with the keys the fleet report uses."""
+    if _RANKED_SMOKE_CHECK.fits(check):
+        return _shared(_SMOKE_CHECK_KEYS, _take_smoke_check(check))
+    if not _SMOKE_CHECK.fits(check):
+        for key, kinds in _SMOKE_CHECK_READS.items():
+            get(check, key, *kinds, where=f"checks[{index}].")
+    kept = _keep(check, _SMOKE_CHECK_KEYS)
     kept["name"], kept["detail"] = intern(kept["name"]), intern(kept["detail"])
     return kept
 
@@ -133,30 +157,55 @@ REPORT_KEYS = (
 )  # fmt: skip
 
 
-def read_smoke_report(doc: Any) -> dict[str, Any]:
-    """A ``rocmlab smoke --json`` report of schema 1 or 2, with the keys the fleet report uses."""
-    version = _schema_version(doc, SMOKE_SCHEMAS)
+BACKENDS = ("rocm", "cuda", "cpu", None)
+# The fields _read_smoke_fields reads, for ``fits``: a report whose fields fit and whose backend
+# is one of BACKENDS passes all its reads, and is not read field by field.
+_SMOKE_FIELDS = shape_of(
+    {
+        **dict.fromkeys(("host", "created"), ("string",)),
+        "passed": ("boolean",),
+        **dict.fromkeys(("exit_code", "world_size"), ("integer",)),
+        **dict.fromkeys(
+            ("error", "device_name", "gfx_arch", "torch_version", "hip_version", "backend"),
+            ("string", "null"),
+        ),
+        **dict.fromkeys(
+            ("test_accuracy", "min_accuracy", "samples_per_second"), ("number", "null")
+        ),
+        "matmul_tflops": ("object", "null"),
+    }
+)
+_BACKENDS = frozenset(BACKENDS)
+
+
+def _read_smoke_fields(doc: Any) -> None:
+    """A smoke report's fields read one by one: the first that is wrong says why."""
     for key in ("host", "created"):
         get(doc, key, "string")
-    passed = get(doc, "passed", "boolean")
-    exit_code = get(doc, "exit_code", "integer")
+    get(doc, "passed", "boolean")
+    get(doc, "exit_code", "integer")
     get(doc, "world_size", "integer")
     for key in ("error", "device_name", "gfx_arch", "torch_version", "hip_version"):
         get(doc, key, "string", "null")
-    get_choice(doc, "backend", ("rocm", "cuda", "cpu", None))
+    get_choice(doc, "backend", BACKENDS)
     for key in ("test_accuracy", "min_accuracy", "samples_per_second"):
         get(doc, key, "number", "null")
-    tflops = get(doc, "matmul_tflops", "object", "null") or {}
+    get(doc, "matmul_tflops", "object", "null")
+
+
+def read_smoke_report(doc: Any) -> dict[str, Any]:
+    """A ``rocmlab smoke --json`` report of schema 1 or 2, with the keys the fleet report uses."""
+    version = _schema_version(doc, SMOKE_SCHEMAS)
+    if not (_SMOKE_FIELDS.fits(doc) and doc["backend"] in _BACKENDS):
+        _read_smoke_fields(doc)
+    passed, exit_code = doc["passed"], doc["exit_code"]
+    tflops = doc["matmul_tflops"] or {}
     for dtype in tflops:
         get(tflops, dtype, "number", where="matmul_tflops.")
     checks = get_list(doc, "checks")
-    _read_checks(
-        doc,
-        {"name": ("string",), "passed": ("boolean",), "detail": ("string",)},
-        "checks",
-    )
+    kept_checks = [_smoke_check(check, index) for index, check in enumerate(checks)]
     kept = _keep(doc, REPORT_KEYS)
-    kept["checks"] = [_smoke_check(check) for check in checks]
+    kept["checks"] = kept_checks
     if version >= 2:
         doctor = get(doc, "doctor", "object", "null")
         if doctor is not None:
@@ -181,37 +230,48 @@ def read_smoke_report(doc: Any) -> dict[str, Any]:
     return kept
 
 
+_PREFLIGHT_FIELDS = shape_of({"host": ("string",), "created": ("string",), "passed": ("boolean",)})
+_PREFLIGHT_CHECK_KEYS = ("name", "status", "detail")
 _PREFLIGHT_CHECK = Shape({"name": STRING, "status": STRING, "detail": STRING})
 _PREFLIGHT_STATUSES = frozenset(("pass", "warn", "fail"))
+_take_preflight_check = itemgetter(*_PREFLIGHT_CHECK_KEYS)
+# The facts read (``rocm_configured`` apart: records written before it have none).
+_FACTS = shape_of(
+    {
+        **dict.fromkeys(("distribution", "kernel", "python", "rocm_source"), ("string",)),
+        "rocm_version": ("string", "null"),
+    }
+)
+_ROCM_SOURCES = ("amd", "distro")
 
 
 def read_preflight(doc: Any) -> dict[str, Any]:
     """A preflight record ``fleet/preflight/<host>.json`` (schema 1)."""
     _schema_version(doc, (1,))
-    for key in ("host", "created"):
-        get(doc, key, "string")
-    get(doc, "passed", "boolean")
+    if not _PREFLIGHT_FIELDS.fits(doc):
+        for key in ("host", "created"):
+            get(doc, key, "string")
+        get(doc, "passed", "boolean")
     checks = []
     for index, check in enumerate(get_list(doc, "checks")):
-        if not (fits(check, _PREFLIGHT_CHECK) and check["status"] in _PREFLIGHT_STATUSES):
+        if not (_PREFLIGHT_CHECK.fits(check) and check["status"] in _PREFLIGHT_STATUSES):
             at = f"checks[{index}]."
             get(check, "name", "string", where=at)
             get_choice(check, "status", ("pass", "warn", "fail"), where=at)
             get(check, "detail", "string", where=at)
-        checks.append(
-            {
-                "name": intern(check["name"]),
-                "status": intern(check["status"]),
-                "detail": intern(check["detail"]),
-            }
-        )
+        checks.append(_shared(_PREFLIGHT_CHECK_KEYS, _take_preflight_check(check)))
     facts = get(doc, "facts", "object")
-    for key in ("distribution", "kernel", "python"):
-        get(facts, key, "string", where="facts.")
-    get_choice(facts, "rocm_source", ("amd", "distro"), where="facts.")
-    get(facts, "rocm_version", "string", "null", where="facts.")
-    if "rocm_configured" in facts:  # records written before it have none
-        get(facts, "rocm_configured", "string", "null", where="facts.")
+    if not (
+        _FACTS.fits(facts)
+        and facts["rocm_source"] in _ROCM_SOURCES
+        and type(facts.get("rocm_configured")) in STRING_OR_NULL  # or none at all
+    ):
+        for key in ("distribution", "kernel", "python"):
+            get(facts, key, "string", where="facts.")
+        get_choice(facts, "rocm_source", _ROCM_SOURCES, where="facts.")
+        get(facts, "rocm_version", "string", "null", where="facts.")
+        if "rocm_configured" in facts:  # records written before it have none
+            get(facts, "rocm_configured", "string", "null", where="facts.")
     return {
         **_keep(doc, ("schema_version", "host", "created", "passed")),
         "checks": checks,
@@ -222,16 +282,27 @@ def read_preflight(doc: Any) -> dict[str, Any]:
     }
 
 
+_ROLLOUT_FIELDS = shape_of(
+    {
+        **dict.fromkeys(("host", "created", "rollout_id", "state"), ("string",)),
+        "reason": ("string", "null"),
+        "batch": ("integer", "null"),
+    }
+)
+_ROLLOUT_STATES = frozenset(ROLLOUT_STATES)
+
+
 def read_rollout(doc: Any) -> dict[str, Any]:
     """A rollout record ``fleet/rollout/<host>.json`` (schema 1). ``rocm`` (optional: records
     written before it have none): the ROCm release the host had after its change, read from the
     host, and the one the inventory configured (null for the distribution's ROCm)."""
     _schema_version(doc, (1,))
-    for key in ("host", "created", "rollout_id"):
-        get(doc, key, "string")
-    get_choice(doc, "state", ROLLOUT_STATES)
-    get(doc, "reason", "string", "null")
-    get(doc, "batch", "integer", "null")
+    if not (_ROLLOUT_FIELDS.fits(doc) and doc["state"] in _ROLLOUT_STATES):
+        for key in ("host", "created", "rollout_id"):
+            get(doc, key, "string")
+        get_choice(doc, "state", ROLLOUT_STATES)
+        get(doc, "reason", "string", "null")
+        get(doc, "batch", "integer", "null")
     kept = _keep(
         doc, ("schema_version", "host", "created", "rollout_id", "state", "reason", "batch")
     )
@@ -246,6 +317,16 @@ def read_rollout(doc: Any) -> dict[str, Any]:
 
 HEALTH_SCHEMAS = (1,)
 HEALTH_TIERS = (0, 1, 2)
+VERDICTS = ("pass", "warn", "fail")
+_VERDICTS = frozenset(VERDICTS)
+# The fields read_health reads one by one where a report does not fit them (or holds a tool,
+# tier or verdict it does not know).
+_HEALTH_FIELDS = shape_of(
+    {
+        **dict.fromkeys(("tool", "host", "finished", "verdict"), ("string",)),
+        "tier": ("integer",),
+    }
+)
 _UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 
 
@@ -270,11 +351,20 @@ def read_health(doc: Any) -> dict[str, Any]:
     """A ``rocmlab health --json`` report (schema 1) ``health/<host>.json``: its tier, when it
     finished, its verdict and its checks."""
     _schema_version(doc, HEALTH_SCHEMAS)
-    get_choice(doc, "tool", ("rocmlab health",))
-    get(doc, "host", "string")
-    get_choice(doc, "tier", HEALTH_TIERS)
-    finished = utc_seconds(get(doc, "finished", "string"), "finished")
-    verdict = get_choice(doc, "verdict", ("pass", "warn", "fail"))
+    if (
+        _HEALTH_FIELDS.fits(doc)
+        and doc["tool"] == "rocmlab health"
+        and doc["tier"] in HEALTH_TIERS
+        and doc["verdict"] in _VERDICTS
+    ):
+        finished = utc_seconds(doc["finished"], "finished")
+    else:
+        get_choice(doc, "tool", ("rocmlab health",))
+        get(doc, "host", "string")
+        get_choice(doc, "tier", HEALTH_TIERS)
+        finished = utc_seconds(get(doc, "finished", "string"), "finished")
+        get_choice(doc, "verdict", VERDICTS)
+    verdict = doc["verdict"]
     checks = [_finding(check, index) for index, check in enumerate(get_list(doc, "checks"))]
     failed = [c["name"] for c in checks if c["status"] == "fail"]
     if (verdict == "fail") != bool(failed):

@@ -7,12 +7,14 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from rocmlab import __version__
 from rocmlab.fleet.gather import Gathered, HostRecords, gather
 from rocmlab.fleet.inventory import Declared
+from rocmlab.fleet.records import SHARED_CHECKS
 from rocmlab.fleet.text import age_text, decodable
 
 FLEET_SCHEMA_VERSION = 1
@@ -279,7 +281,12 @@ def host_checks(rec: HostRecords) -> list[dict[str, Any]]:
     return checks
 
 
+@lru_cache(maxsize=SHARED_CHECKS)
 def _check(source: str, name: str, status: str, detail: str, fix: str | None) -> dict[str, Any]:
+    """A row's check. Most are the same on every host: each distinct one is made once and
+    shared by the rows holding it (nothing changes them), which saves the memory of 10,000
+    hosts' copies and lets rocmlab.fleet.jsonout write a list of them it has written before
+    from what it wrote then."""
     return {"source": source, "name": name, "status": status, "detail": detail, "fix": fix}
 
 

@@ -29,14 +29,16 @@ def table_lines(fleet: dict[str, Any]) -> list[str]:
     width = max([len("HOST"), *(len(name) for name in names)])
     states = [h["state"].upper() if not h["ready"] else "READY" for h in hosts]
     state_width = max([len("STATE"), *(len(s) for s in states)])
-    healths = [health_text(h) if shows_health(fleet) else "" for h in hosts]
+    # Once: without health reports, shows_health looks at every host.
+    with_health = shows_health(fleet)
+    healths = [health_text(h) if with_health else "" for h in hosts]
     health_width = max([len("HEALTH"), *(len(text) for text in healths)])
-    health_head = f"{'HEALTH':<{health_width}}  " if shows_health(fleet) else ""
+    health_head = f"{'HEALTH':<{health_width}}  " if with_health else ""
     lines = [f"{'HOST':<{width}}  {'STATE':<{state_width}}  {health_head}DETAIL"]
     for host, name, state, health in zip(hosts, names, states, healths, strict=True):
         detail = key_figures(host) if host["ready"] else host["reason"] or ""
         detail = "".join(f"[{flag}] " for flag in short_flags(host)) + detail
-        column = f"{health:<{health_width}}  " if shows_health(fleet) else ""
+        column = f"{health:<{health_width}}  " if with_health else ""
         lines.append(
             f"{name:<{width}}  {state:<{state_width}}  {column}{_clip(detail, DETAIL_WIDTH)}"
         )
