@@ -122,7 +122,7 @@ def _system_out(case: _Case, text: str) -> None:
 def _suite(name: str, index: int, timestamp: str, classname: str, cases: list[_Made]) -> str:
     """A test suite and its cases (each as _Case.made gives it, ``classname`` the attribute's
     text), indented as the first level below the root."""
-    counts = _counts([outcome for _, outcome in cases])
+    counts = _counts([outcome for _text, outcome in cases])
     attributes = {
         "name": _clean(name),
         "id": str(index),
@@ -133,7 +133,7 @@ def _suite(name: str, index: int, timestamp: str, classname: str, cases: list[_M
         **{key: str(value) for key, value in counts.items()},
     }
     start = f'{CASE_INDENT}<testcase classname="{classname}"'
-    inner = "\n".join(start + text for text, _ in cases)
+    inner = "\n".join(start + text for text, _outcome in cases)
     return f"  {_start('testsuite', attributes)}>\n{inner}\n  </testsuite>"
 
 
