@@ -83,7 +83,8 @@ def test_the_installed_collection_is_read_only():
 def test_the_smoke_job_ran_from_the_read_only_collection():
     report = json.loads((EPHEMERAL / "reports" / f"{SMOKE_HOST}.json").read_text())
     assert report["passed"] is True, report
-    # The wheel was built in a temporary directory on the controller, nothing in the collection.
+    # The wheel was built in the controller's wheel cache (~/.cache/rocmlab/wheels), nothing in
+    # the collection.
     for left in ("build", ".cache", "src/rocmlab.egg-info"):
         assert not (COLLECTION / left).exists(), left
 

@@ -294,9 +294,9 @@ def test_b_the_others_converge_and_the_canary_is_released(run_b) -> None:
         assert host(name).file(f"{VENV}/bin/rocmlab").exists
         assert "researcher" in host(name).group("render").members
     assert not host(A).file(QUARANTINE).exists  # a later successful run lifts the quarantine
-    # The wheel is built once for the rollout, not once per batch (two batches here).
+    # The wheel is asked for once for the rollout, not once per batch (two batches here).
     # The playbooks apply the roles by their full names, which prefix the task names.
-    build = "rocmlab.rocmlab.smoke_test : Build the rocmlab wheel on the controller]"
+    build = "rocmlab.rocmlab.smoke_test : Find or build the rocmlab wheel on the controller]"
     built = [
         task
         for task in run.stdout.split("TASK [")
