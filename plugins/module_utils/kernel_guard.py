@@ -81,8 +81,10 @@ def kernel_packages(installed: dict[str, str]) -> dict[str, list[str]]:
     for name in sorted(installed):
         versioned = _VERSIONED.match(name)
         if versioned:
-            if versioned["kind"] in _IMAGE_KINDS:
-                images.setdefault(versioned["release"], name)
+            # Debian's linux-image-RELEASE-unsigned is RELEASE; -dbg packages hold symbols only.
+            release = versioned["release"].removesuffix("-unsigned")
+            if versioned["kind"] in _IMAGE_KINDS and not release.endswith(("-dbg", "-dbgsym")):
+                images.setdefault(release, name)
         elif _META.match(name):
             meta.append(name)
         else:

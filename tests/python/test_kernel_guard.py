@@ -77,6 +77,8 @@ def test_dpkg_status_gives_installed_packages_and_their_selection() -> None:
         ("linux-image-6.8.0-31-generic", False, "6.8.0-31-generic"),
         ("linux-image-unsigned-6.12.3-061203-generic", False, "6.12.3-061203-generic"),
         ("linux-image-6.12.12+bpo-amd64", False, "6.12.12+bpo-amd64"),
+        ("linux-image-6.1.0-28-amd64-unsigned", False, "6.1.0-28-amd64"),
+        ("linux-image-6.1.0-28-amd64-dbg", False, None),
         ("linux-headers-6.8.0-31-generic", False, None),
         ("linux-modules-extra-6.8.0-31-generic", False, None),
         ("linux-libc-dev", False, None),
