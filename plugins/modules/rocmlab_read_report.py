@@ -193,7 +193,11 @@ def open_dirs(parts: list[str], owner_uid: int, where: list[str], root_uid: int 
             if st.st_uid not in allowed:
                 raise Refused(
                     f"is owned by {account_name(st.st_uid)}, not by root"
-                    + (f" or {account_name(owner_uid)}" if last else "")
+                    + (
+                        f" or {account_name(owner_uid)}"
+                        if last and owner_uid not in (0, root_uid)
+                        else ""
+                    )
                 )
         return fd
     except BaseException:
