@@ -255,7 +255,13 @@ def preflight_record(host: str, kernel: str, created: str) -> dict[str, Any]:
     }
 
 
-def rollout_record(host: str, state: str, reason: str | None, batch: int | None) -> dict[str, Any]:
+def rollout_record(
+    host: str,
+    state: str,
+    reason: str | None,
+    batch: int | None,
+    known_good: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     return {
         "schema_version": 1,
         "host": host,
@@ -264,6 +270,7 @@ def rollout_record(host: str, state: str, reason: str | None, batch: int | None)
         "state": state,
         "reason": reason,
         "batch": batch,
+        "known_good": known_good,
     }
 
 
@@ -315,9 +322,15 @@ def make_lab(reports_dir: Path, hosts: int, seed: int = 22) -> Path:
             )
             health = health_report(host, now - rng.uniform(60, 900), 0.021 <= roll < 0.031)
             _write(reports_dir / "health" / f"{host}.json", health)
+        # The known-good state the rollout read from the host (none where it read nothing).
+        known_good = (
+            {"release": "6.3.1", "since": utc(now - 86400 - 3600 * (index % 48))}
+            if state in ("ready", "quarantined")
+            else None
+        )
         _write(
             reports_dir / "fleet" / "rollout" / f"{host}.json",
-            rollout_record(host, state, reason, batch),
+            rollout_record(host, state, reason, batch, known_good),
         )
     for retired in range(max(1, hosts // 1000)):  # machines taken out of the inventory
         _write(

@@ -30,7 +30,10 @@ options:
     type: str
     required: true
   owner:
-    description: The account that wrote the file and owns its directory (a name, not root).
+    description:
+      - The account that wrote the file and may own its directory (a name).
+      - C(root) for a report root wrote (the health timer's tier 0) - then the directories and
+        the file must all be root's.
     type: str
     required: true
   max_bytes:
@@ -190,7 +193,11 @@ def open_dirs(parts: list[str], owner_uid: int, where: list[str], root_uid: int 
             if st.st_uid not in allowed:
                 raise Refused(
                     f"is owned by {account_name(st.st_uid)}, not by root"
-                    + (f" or {account_name(owner_uid)}" if last else "")
+                    + (
+                        f" or {account_name(owner_uid)}"
+                        if last and owner_uid not in (0, root_uid)
+                        else ""
+                    )
                 )
         return fd
     except BaseException:
@@ -262,8 +269,6 @@ def main():
         account = pwd.getpwnam(params["owner"])
     except KeyError:
         module.fail_json(msg=f"owner: {params['owner']!r} is no account on this host", **result)
-    if account.pw_uid == 0:
-        module.fail_json(msg="owner: root is not an unprivileged account", **result)
     if not 0 < params["max_bytes"] <= 1 << 30:
         module.fail_json(msg=f"max_bytes: {params['max_bytes']} is not from 1 to 1 GiB", **result)
     try:

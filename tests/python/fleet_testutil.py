@@ -179,9 +179,12 @@ def rollout_record(
     reason: str | None = None,
     batch: int | None = 1,
     rocm: dict[str, str | None] | None = None,
+    known_good: Any = None,
 ) -> dict[str, Any]:
     """A rollout record; ``rocm``: the release read from the host after the change and the
-    configured one (``{"installed": "7.1.0", "configured": "7.1"}``), left out when None."""
+    configured one (``{"installed": "7.1.0", "configured": "7.1"}``), left out when None;
+    ``known_good``: the host's known-good record as the rollout read it (``{"release": "6.4.2",
+    "since": "2026-12-01T09:00:00Z"}``), left out when None."""
     record: dict[str, Any] = {
         "schema_version": 1,
         "host": host,
@@ -193,6 +196,8 @@ def rollout_record(
     }
     if rocm is not None:
         record["rocm"] = rocm
+    if known_good is not None:
+        record["known_good"] = known_good
     return record
 
 
@@ -285,9 +290,15 @@ def lab_fleet(reports_dir: Path) -> list[str]:
     reports["ws-08.json"] = text[: len(text) // 3]
     reports["old-ws.json"] = smoke_report("old-ws")
     hosts = [*radeon, "mi-01", "mi-02", "ws-05", "ws-06", "ws-07", "ws-08", "ws-09"]
-    rollout = {f"{h}.json": rollout_record(h, "ready") for h in [*radeon, "mi-01", "mi-02"]}
+    # The known-good state the rollout read from each host it proved (ws-04: an older one).
+    known = {"release": "6.3.1", "since": "2026-12-01T09:00:00Z"}
+    rollout = {
+        f"{h}.json": rollout_record(h, "ready", known_good=known)
+        for h in [*radeon, "mi-01", "mi-02"]
+    }
+    rollout["ws-04.json"]["known_good"] = {"release": "6.2.4", "since": "2026-10-15T08:00:00Z"}
     rollout["ws-05.json"] = rollout_record(
-        "ws-05", "quarantined", "smoke job failed: accuracy 0.312 below 0.94"
+        "ws-05", "quarantined", "smoke job failed: accuracy 0.312 below 0.94", known_good=known
     )
     rollout["ws-06.json"] = rollout_record("ws-06", "unreachable", "ssh: connect timed out", None)
     rollout["ws-07.json"] = rollout_record("ws-07", "skipped", "user logged in", 2)

@@ -533,6 +533,30 @@ def test_older_dkms_status_lines_are_read_too(case) -> None:
     assert check("dkms_headers", ctx).status == PASS
 
 
+def test_boot_with_room_for_another_kernel_passes(case) -> None:
+    result = check("boot_space", case("radeon-healthy"))
+    assert result.status == PASS and "another kernel needs about 0 MiB" in result.saw
+    assert any(line.startswith("initrd.img-6.11.0-19-generic: ") for line in result.evidence)
+
+
+def test_a_boot_too_full_for_another_initramfs_warns(case) -> None:
+    ctx = case("radeon-healthy")
+    boot = ctx.path("/boot")
+    info = os.statvfs(boot)
+    # A sparse stand-in: its size, not its blocks, is what another initramfs would take.
+    os.truncate(boot / "initrd.img-6.11.0-19-generic", info.f_bavail * info.f_frsize + (1 << 30))
+    result = check("boot_space", ctx)
+    assert result.status == WARN
+    assert "the next kernel update fails in update-initramfs" in result.saw
+    assert "`sudo apt autoremove --purge`" in result.fix
+    assert any(line.startswith("initrd.img-6.11.0-19-generic: ") for line in result.evidence)
+
+
+def test_no_boot_is_skipped(case) -> None:
+    result = check("boot_space", case("instinct-healthy"))
+    assert result.status == SKIP and "no /boot" in result.saw
+
+
 @pytest.mark.parametrize(
     ("older", "newer"),
     [
@@ -633,7 +657,7 @@ def test_a_crashing_check_reports_error_and_the_others_still_run(case) -> None:
 
 def test_every_check_name_is_stable_snake_case() -> None:
     names = [name for name, _ in CHECKS]
-    assert len(set(names)) == len(names) == 18
+    assert len(set(names)) == len(names) == 19
     assert names[-1] == "host_files"  # it reports on what the checks before it read
     assert all(name.replace("_", "").isalnum() and name.islower() for name in names)
 

@@ -31,7 +31,7 @@ from rocmlab.fleet import bounded, inventory, jsonout, junit, records
 from rocmlab.fleet.fields import RecordError, Shape
 from rocmlab.fleet.records import CLUSTER_PASSING, utc_seconds
 from rocmlab.fleet.table import table_lines
-from rocmlab.fleet.text import flags
+from rocmlab.fleet.text import age_text, flags
 
 _spec = importlib.util.spec_from_file_location(
     "fleet_report_scale", REPO / "benchmarks" / "fleet_report_scale.py"
@@ -162,8 +162,14 @@ def reference_junit(fleet: dict[str, Any]) -> bytes:
         ready = case(host_suite, host["host"], "ready")
         if not host["ready"]:
             outcome(ready, "failure", f"{host['state']}: {host['reason']}")
-        if flags(host):
-            ET.SubElement(ready, "system-out").text = junit._clean("\n".join(flags(host)))
+        said = flags(host)
+        known = host["known_good"]
+        if known is not None:
+            release = f"ROCm {known['release']}" if known["release"] is not None else "no AMD ROCm"
+            age = age_text(known["age_seconds"])
+            said.append(f"known-good: {release} since {known['since']} ({age} ago)")
+        if said:
+            ET.SubElement(ready, "system-out").text = junit._clean("\n".join(said))
         for check in host["checks"]:
             one = case(host_suite, host["host"], f"{check['source']}.{check['name']}")
             body = check["detail"] + (f"\nfix: {check['fix']}" if check["fix"] else "")
@@ -209,6 +215,9 @@ def hostile_fleet(fleet: dict[str, Any]) -> dict[str, Any]:
         text = HOSTILE_TEXTS[index % len(HOSTILE_TEXTS)] + ' & <x a="1"> \t\r\n \ufffe'
         host["host"] = f"{host['host']}{text}"
         host["reason"] = text
+        if index % 3 == 0:
+            host["known_good"] = {"release": text, "since": "2026-12-01T09:00:00Z",
+                                  "age_seconds": 7200.0}  # fmt: skip
         host["checks"].append({"source": "health", "name": text, "status": statuses[index % 5],
                                "detail": text, "fix": text if index % 2 else None})  # fmt: skip
         host["checks"].append({"source": "smoke", "name": "empty", "status": "fail",
@@ -338,6 +347,8 @@ def test_records_that_fit_are_read_as_key_by_key(monkeypatch: pytest.MonkeyPatch
         records.read_rollout: [
             rollout,
             {**rollout, "rocm": {"installed": "7.1.0", "configured": "7.1"}},
+            {**rollout, "known_good": {"release": "6.4.2", "since": "2026-12-01T09:00:00Z"}},
+            {**rollout, "known_good": {"release": None, "since": "2026-12-01T09:00:00Z"}},
         ],
     }
     cases = [

@@ -167,6 +167,28 @@ def test_a_directory_of_a_third_account_on_the_way_is_refused(tmp_path: Path) ->
     assert message == f"{other} is owned by uid 4242, not by root"
 
 
+def test_a_file_root_wrote_in_roots_directories_is_read_with_owner_root(tmp_path: Path) -> None:
+    # The health timer's tier 0 writes its report as root, in root's directory.
+    health = tmp_path / "health"
+    health.mkdir(mode=0o755)
+    (health / "tier0.json").write_bytes(b'{"tier": 0}\n')
+    assert read.read_file(str(health / "tier0.json"), ROOT, MIB, root_uid=ROOT) == b'{"tier": 0}\n'
+
+
+@needs_root
+def test_with_owner_root_an_accounts_file_or_directory_is_refused(
+    tmp_path: Path, smoke: Path
+) -> None:
+    own(smoke / "tier0.json")
+    with pytest.raises(read.Refused) as caught:
+        read.read_file(str(smoke / "tier0.json"), ROOT, MIB, root_uid=ROOT)
+    assert str(caught.value) == f"{smoke} is owned by nobody, not by root"
+    planted = own(tmp_path / "tier0.json")
+    with pytest.raises(read.Refused) as caught:
+        read.read_file(str(planted), ROOT, MIB, root_uid=ROOT)
+    assert str(caught.value).startswith(f"{planted} belongs to nobody, not to root who writes it")
+
+
 def test_a_missing_file_is_missing_not_refused(smoke: Path) -> None:
     with pytest.raises(read.Missing, match=f"^{smoke}/report.json does not exist$"):
         read.read_file(str(smoke / "report.json"), ACCOUNT, MIB, root_uid=ROOT)

@@ -3,8 +3,10 @@ what the run said and what it left on the host."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import tarfile
 from pathlib import Path
 
 import playbook_runs
@@ -241,3 +243,52 @@ def test_rocm_7_adds_the_graphics_repository_and_a_separately_versioned_driver()
     assert h.file("/opt/rocm/.info/version").content_string.strip() == "7.1.0"
     assert "dkms is skipped: this host is a container" in said(run)
     assert not h.package("amdgpu-dkms").is_installed
+
+
+KERNEL_GUARD = PROJECT / "molecule" / "edge_cases" / "kernel-guard.yml"
+GUARD_FIXTURE = PROJECT / "tests" / "fixtures" / "kernel-guard"
+GUARD_RECORD = "/var/lib/rocmlab/kernel-hold.json"
+# What of the fixture goes to the container: never root/var/lib/dpkg, which the playbook links
+# to the container's own database.
+GUARD_PARTS = ("root/boot", "root/lib", "root/proc", "root/var/lib/dkms", "commands-built",
+               "commands-newest-unbuilt")  # fmt: skip
+
+
+def test_the_kernel_guard_holds_the_kernel_for_real_then_releases_only_its_own_hold(tmp_path):
+    # tests/fixtures/kernel-guard: running 6.1.0-28, 6.1.0-29 installed and amdgpu not built for
+    # it; stand-ins for linux-image-amd64 and linux-headers-amd64 in the container's dpkg, the
+    # admin holding linux-headers-amd64 herself.
+    tarball = tmp_path / "kernel-guard.tar"
+    with tarfile.open(tarball, "w") as archive:
+        for part in GUARD_PARTS:
+            archive.add(GUARD_FIXTURE / part, arcname=part)
+    h = host(D12)
+    run = playbook_runs.play(
+        KERNEL_GUARD, {"kguard_admin_hold": True, "kguard_tarball": str(tarball)}, "--limit", D12
+    )
+    assert run.returncode == 0, said(run)[-3000:]
+    assert h.check_output("apt-mark showhold").split() == [
+        "linux-headers-amd64",
+        "linux-image-amd64",
+    ]
+    assert json.loads(h.file(GUARD_RECORD).content_string) == {"held": ["linux-image-amd64"]}
+    for fragment in (
+        "Kernel guard: amdgpu is not installed by DKMS for kernel 6.1.0-29-amd64 (not built)",
+        "`sudo dkms autoinstall -k 6.1.0-29-amd64`",
+        "Held: linux-image-amd64 (apt-mark showhold)",
+        "The running kernel 6.1.0-28-amd64 is kept (no reboot)",
+    ):
+        assert fragment in said(run), (fragment, said(run)[-3000:])
+
+    # amdgpu built for 6.1.0-29 (`dkms status` after `dkms autoinstall`): rocmlab releases its
+    # own hold, not the admin's.
+    fixed = playbook_runs.play(KERNEL_GUARD, {"kguard_commands": "commands-built"}, "--limit", D12)
+    assert fixed.returncode == 0, said(fixed)[-3000:]
+    assert h.check_output("apt-mark showhold").split() == ["linux-headers-amd64"]
+    assert json.loads(h.file(GUARD_RECORD).content_string) == {"held": []}
+    assert "Kernel guard:" not in said(fixed)
+    h.run_expect(
+        [0],
+        "apt-mark unhold linux-headers-amd64 && dpkg --purge linux-image-amd64 linux-headers-amd64"
+        f" && rm -rf /tmp/kguard {GUARD_RECORD}",
+    )

@@ -427,6 +427,18 @@ def test_e_a_full_run_afterwards_changes_nothing(run_e2) -> None:
     assert record(C)["state"] == "unreachable"
     assert record(D)["state"] == "skipped" and "bob" in record(D)["reason"]
     assert set(failures(run)) == {C}
+    # f's known-good record as the rollout read it from f (written in E1, kept: the same state),
+    # in its rollout record, fleet.json and the fleet table.
+    known = record(F)["known_good"]
+    assert known["release"] == "6.4.2", known
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", known["since"]), known
+    assert record(A)["known_good"] is not None  # a must-pass gate on the distribution's ROCm
+    fleet = {h["host"]: h for h in json.loads((REPORTS / "fleet.json").read_text())["hosts"]}
+    assert fleet[F]["known_good"]["release"] == "6.4.2"
+    assert fleet[F]["known_good"]["since"] == known["since"]
+    table = run.stdout[run.stdout.index("FLEET REPORT") :]
+    assert re.search(r"^HOST +STATE +(HEALTH +)?KNOWN-GOOD +DETAIL$", table, re.M), table
+    assert re.search(rf"{F} +READY +6\.4\.2 \d+[smhd] ", table), table
 
 
 # --- a compromised host returns a fleet plan of its own ------------------------------------
@@ -550,6 +562,7 @@ def run_g(run_e2):
         "amd": amd_packages(F),
         "venv": f.check_output(FREEZE),
         "known_good": f.check_output(f"sha256sum {KNOWN_GOOD}"),
+        "record": record(F),
     }
     others = snapshot(A, B)
     lab = {**LAB_E, F: {**AMD_SOURCE, "rocm_repo_version": "7.1.1", "smoke_test_doctor": True}}
@@ -587,3 +600,9 @@ def test_g_a_host_whose_gate_fails_after_the_change_is_rolled_back(run_g) -> Non
     assert snapshot(A, B) == others
     table = run.stdout[run.stdout.index("FLEET REPORT") :]
     assert re.search(rf"{F} +ROLLED_BACK .*rolled back: health gate failed on ROCm 7\.1\.1", table)
+    # The known-good state it went back to, as the rollback plan read it: the one of E1 and E2.
+    assert rec["known_good"] == before["record"]["known_good"]
+    assert rec["known_good"]["release"] == "6.4.2"
+    assert re.search(rf"{F} +ROLLED_BACK +6\.4\.2 \d+[smhd] ", table), table
+    fleet = {h["host"]: h for h in json.loads((REPORTS / "fleet.json").read_text())["hosts"]}
+    assert fleet[F]["known_good"]["release"] == "6.4.2"

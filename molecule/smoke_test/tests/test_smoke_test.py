@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from pathlib import Path
 
 import pytest
 import testinfra.utils.ansible_runner
-from playbook_runs import changed, failures, play, said
+from playbook_runs import changed, failures, fleet_report, play, said
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")
@@ -231,3 +232,120 @@ def test_what_the_account_plants_is_refused_or_is_its_own_file(
             text = kept.read_text(errors="replace")
             assert not any(line in text for line in shadow), kept
     assert not any(line in said(run) for line in shadow)
+
+
+# --- the health timer (smoke_test_health_timer): on, its tier-0 run, the report fetched, off ---
+TIMER = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "health-timer.yml"
+UNITS = "/etc/systemd/system"
+HEALTH = "/var/lib/rocmlab/health"
+TIMER_ON = {
+    "smoke_test_health_timer": True,
+    "smoke_test_health_interval": 7,
+    "smoke_test_health_daily_at": "03:30",
+}
+
+
+def unit_lines(host, name: str) -> dict[str, list[str]]:
+    """KEY -> its values, of the lines of an installed unit file."""
+    lines: dict[str, list[str]] = {}
+    for line in host.file(f"{UNITS}/{name}").content_string.splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, value = line.split("=", 1)
+            lines.setdefault(key, []).append(value)
+    return lines
+
+
+@pytest.fixture(scope="module")
+def timer_on(host):
+    run = play(TIMER, TIMER_ON)
+    assert run.returncode == 0, said(run)[-3000:]
+    return run
+
+
+def test_the_health_timer_is_refused_with_a_bad_time_before_anything_changes(host):
+    run = play(TIMER, dict(TIMER_ON, smoke_test_health_daily_at="4:61"))
+    assert run.returncode != 0
+    message = " ".join(failures(run)[host.backend.get_hostname()].split())
+    assert 'smoke_test_health_daily_at: "4:61" is not accepted' in message, message
+    assert "Use a time of day as HH:MM (24 hours)" in message, message
+    assert not host.file(f"{UNITS}/rocmlab-health-tier0.timer").exists
+
+
+def test_the_health_timers_tier_0_run_lands_on_the_host_and_in_the_fleet_report(host, timer_on):
+    assert "systemd is not running on" in said(timer_on)
+    for name in ("tier0.service", "tier0.timer", "tier2.service", "tier2.timer"):
+        unit = host.file(f"{UNITS}/rocmlab-health-{name}")
+        assert (unit.user, unit.group, unit.mode) == ("root", "root", 0o644), name
+    tier0_timer = unit_lines(host, "rocmlab-health-tier0.timer")
+    assert tier0_timer["OnUnitActiveSec"] == ["7min"] and tier0_timer["RandomizedDelaySec"] == [
+        "84"
+    ]
+    tier2_timer = unit_lines(host, "rocmlab-health-tier2.timer")
+    assert tier2_timer["OnCalendar"] == ["*-*-* 03:30:00"] and tier2_timer["Persistent"] == ["true"]
+    tier2 = unit_lines(host, "rocmlab-health-tier2.service")
+    assert tier2["User"] == ["researcher"]  # training never runs as root
+    assert "--smoke-arg=--epochs --smoke-arg=1" in tier2["ExecStart"][0]
+    tier0 = unit_lines(host, "rocmlab-health-tier0.service")
+    assert "User" not in tier0  # root: the kernel log, root's known-good record
+    argv = shlex.split(tier0["ExecStart"][0])
+    assert argv[:5] == ["/usr/bin/flock", "-n", "-E", "75", f"{HEALTH}/timer.lock"], argv
+    lock = host.file(f"{HEALTH}/timer.lock")
+    assert (lock.user, lock.mode) == ("researcher", 0o600)
+
+    # Run the tier-0 service's command as the timer would (no systemd in the container).
+    command = " ".join(shlex.quote(word) for word in argv)
+    host.run_expect([0], f"rm -f {HEALTH}/tier0.json")
+    ran = host.run(command)
+    assert ran.rc in (0, 1), ran.stdout + ran.stderr
+    report_file = host.file(f"{HEALTH}/tier0.json")
+    assert (report_file.user, report_file.mode) == ("root", 0o644)
+    on_host = json.loads(report_file.content_string)
+    assert on_host["tool"] == "rocmlab health" and on_host["tier"] == 0
+    assert on_host["exit_code"] == ran.rc
+    prom = host.file("/var/lib/prometheus/node-exporter/rocmlab-health-tier0.prom").content_string
+    assert 'rocmlab_health_healthy{tier="0"}' in prom
+
+    # While a run holds the lock, the next one is skipped (exit 75, a success for systemd) and
+    # writes nothing.
+    before = report_file.mtime
+    held = host.run(f"flock {HEALTH}/timer.lock {command}")
+    assert held.rc == 75, held.stdout + held.stderr
+    assert host.file(f"{HEALTH}/tier0.json").mtime == before
+
+    # The controller fetches it (playbooks/health.yml) and the fleet report shows it with its age.
+    name = host.backend.get_hostname()
+    fetched = REPORTS / "health" / f"{name}.json"
+    fetched.unlink(missing_ok=True)
+    run = play(PLAYBOOKS / "health.yml", {})
+    assert run.returncode == 0, said(run)[-3000:]
+    assert json.loads(fetched.read_text()) == on_host
+    said_words = " ".join(said(run).split())
+    assert f"{name}: tier 0, {on_host['verdict']}, finished {on_host['finished']}" in said_words
+    shown = fleet_report(REPORTS, [name])
+    assert shown.returncode in (0, 1), shown.stdout + shown.stderr
+    line = next(line for line in shown.stdout.splitlines() if line.startswith(name))
+    assert re.search(rf"\b{on_host['verdict'].upper()} \d+[sm]\b", line), shown.stdout
+
+
+def test_the_health_units_pass_systemd_analyze_verify(host, timer_on):
+    if not host.exists("systemd-analyze"):
+        pytest.skip(
+            "systemd-analyze is not installed in this container (no systemd): the units are "
+            "verified by tests/python/test_health_timer.py on the controller instead"
+        )
+    units = " ".join(
+        f"{UNITS}/rocmlab-health-{n}"
+        for n in ("tier0.service", "tier0.timer", "tier2.service", "tier2.timer")
+    )
+    verified = host.run(f"systemd-analyze verify {units}")
+    assert verified.rc == 0, verified.stdout + verified.stderr
+
+
+def test_the_health_timer_off_removes_its_units(host, timer_on):
+    run = play(TIMER, {"smoke_test_health_timer": False})
+    assert run.returncode == 0, said(run)[-3000:]
+    assert changed(run) >= 1
+    for name in ("tier0.service", "tier0.timer", "tier2.service", "tier2.timer"):
+        assert not host.file(f"{UNITS}/rocmlab-health-{name}").exists, name
+    # The reports stay, for the record.
+    assert host.file(f"{HEALTH}/tier0.json").exists

@@ -37,6 +37,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("secure_boot", checks_kernel.check_secure_boot),
     ("dkms_headers", checks_kernel.check_dkms_headers),
     ("dkms_next_kernel", checks_kernel.check_dkms_next_kernel),
+    ("boot_space", checks_kernel.check_boot_space),
     ("kernel_support", checks_kernel.check_kernel_support),
     ("pcie_link", checks_system.check_pcie_link),
     ("dev_shm", checks_system.check_dev_shm),

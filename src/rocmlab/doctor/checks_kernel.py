@@ -4,6 +4,7 @@ running kernel against what the installed ROCm release supports."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from functools import cache
 from importlib import resources
@@ -291,6 +292,54 @@ def check_dkms_next_kernel(ctx: Context) -> Result:
         "; ".join(fixes)
         + f", before the next reboot; or keep booting {running} (GRUB_DEFAULT) until it is",
         lines,
+    )
+
+
+def _largest(boot, pattern: str) -> tuple[int, str]:
+    """The size and name of the largest regular file PATTERN in /boot (0, "" when none)."""
+    best = (0, "")
+    for path in boot.glob(pattern):
+        if path.is_file() and not path.is_symlink():
+            best = max(best, (path.lstat().st_size, path.name))
+    return best
+
+
+def _mib(count: int) -> str:
+    return f"{count / (1 << 20):.0f} MiB"
+
+
+def check_boot_space(ctx: Context) -> Result:
+    """Room on /boot for another kernel: its initramfs and image take about as much as the
+    largest ones there now. A kernel update into a full /boot fails in update-initramfs ("No
+    space left on device") and leaves dpkg half-configured (the kernel guard holds the kernel
+    packages then, role rocm_packages)."""
+    boot = ctx.path("/boot")
+    if not boot.is_dir():
+        return skipped("no /boot here (a container boots no kernel of its own)")
+    try:
+        initrd, initrd_name = _largest(boot, "initrd.img-*")
+        image, image_name = _largest(boot, "vmlinuz-*")
+        info = os.statvfs(boot)
+    except OSError as err:
+        return skipped(f"cannot read /boot ({err.strerror})")
+    free = info.f_bavail * info.f_frsize
+    needed = initrd + image
+    if not needed:
+        return passed(f"/boot has {_mib(free)} free; no initramfs or kernel image in it")
+    largest = ((initrd, initrd_name), (image, image_name))
+    evidence = [f"{name}: {_mib(size)}" for size, name in largest if name]
+    if free < needed:
+        return warned(
+            f"/boot has {_mib(free)} free and another kernel needs about {_mib(needed)} (the "
+            "largest initramfs and image there): the next kernel update fails in "
+            "update-initramfs and leaves dpkg half-configured",
+            "remove old kernels (`sudo apt autoremove --purge`; keep the running one), or "
+            "enlarge /boot; with rocm_packages_driver: dkms rocmlab holds the kernel packages "
+            "until then",
+            evidence,
+        )
+    return passed(
+        f"/boot has {_mib(free)} free; another kernel needs about {_mib(needed)}", evidence
     )
 
 

@@ -19,8 +19,10 @@ from rocmlab.fleet.text import (
     age_text,
     drift_text,
     headline,
+    known_good_release,
     number,
     shows_health,
+    shows_known_good,
     slow_text,
     tflops,
 )
@@ -225,6 +227,17 @@ def _health_cell(host: dict[str, Any], max_age: float | None) -> str:
     )
 
 
+def _known_good_cell(host: dict[str, Any]) -> str:
+    known = host["known_good"]
+    if known is None:
+        return '<td class="version">&mdash;</td>'
+    age = age_text(known["age_seconds"])
+    return (
+        f'<td class="version">{_e(known_good_release(host))}'
+        f'<div class="sub" title="{_e(known["since"])}">since {_e(age)} ago</div></td>'
+    )
+
+
 def _techniques_cell(host: dict[str, Any]) -> str:
     items = []
     for technique in host["techniques"]:
@@ -259,6 +272,7 @@ def _host_row(host: dict[str, Any], columns: dict[str, Any]) -> str:
         _flags_cell(host),
         f'<td class="gpu">{gpu}</td>',
         _versions_cell(host),
+        *([_known_good_cell(host)] if columns["known_good"] else []),
         f'<td class="num">{accuracy}</td>',
         f'<td class="num">{number(host["samples_per_second"])}</td>',
         f'<td class="num">{"<br>".join(map(_e, tflops(host["matmul_tflops"]).split(", ")))}</td>',
@@ -287,10 +301,11 @@ def _hosts_table(fleet: dict[str, Any]) -> str:
         "techniques": any(h["techniques"] or h["amp_speedup"] is not None for h in hosts),
         "health": shows_health(fleet),
         "health_max_age": fleet["health_max_age_seconds"],
+        "known_good": shows_known_good(fleet),
     }
     heads = ["Host", "State"] + ["Health"] * columns["health"]
     heads += ["Failed checks and their fix", "Flags"]
-    heads += ["GPU model (gfx, backend)", "Versions"]
+    heads += ["GPU model (gfx, backend)", "Versions"] + ["Known good"] * columns["known_good"]
     heads += ["Accuracy", "Samples/s", "Matmul TFLOP/s"]
     heads += ["Doctor"] * columns["doctor"] + ["Techniques"] * columns["techniques"]
     head = "".join(f'<th scope="col">{_e(h)}</th>' for h in heads)

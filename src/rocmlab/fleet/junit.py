@@ -1,10 +1,10 @@
 """``fleet.junit.xml``: one test suite per declared host, one test case per host x check.
 
 Each host's first case, ``ready``, fails with the reason when the host is not ready (its flags
-are in its system-out); then one case per preflight, doctor and smoke check: ``fail`` is a
-<failure>, ``error`` (a doctor check that crashed) an <error>, ``skip`` <skipped>, ``warn`` a pass
-whose system-out says WARN. The cluster check, when there is one, is the suite ``fleet``.
-Undeclared files are not test cases (they are not counted).
+and its known-good release are in its system-out); then one case per preflight, doctor and smoke
+check: ``fail`` is a <failure>, ``error`` (a doctor check that crashed) an <error>, ``skip``
+<skipped>, ``warn`` a pass whose system-out says WARN. The cluster check, when there is one, is
+the suite ``fleet``. Undeclared files are not test cases (they are not counted).
 
 The document is written as text, suite by suite (``junit_chunks``), not built as an
 xml.etree tree: for 10,000 hosts the tree held about 350,000 elements (seconds to build and
@@ -23,7 +23,7 @@ from typing import Any
 
 from rocmlab.common.textsafe import for_terminal
 from rocmlab.fleet.records import CLUSTER_PASSING, SHARED_CHECKS
-from rocmlab.fleet.text import flags
+from rocmlab.fleet.text import age_text, flags
 
 # Characters XML 1.0 cannot carry. for_terminal() has written the controls among them (kernel log
 # lines may hold escape sequences) as escapes; U+FFFE and U+FFFF are left, and replaced.
@@ -146,12 +146,23 @@ def _counts(outcomes: list[str]) -> dict[str, int]:
     }
 
 
+def known_good_lines(host: dict[str, Any]) -> list[str]:
+    """``known-good: ROCm 6.4.2 since 2026-12-01T09:00:00Z (3d ago)``, for the ready case's
+    system-out; nothing without a known-good record."""
+    known = host["known_good"]
+    if known is None:
+        return []
+    release = f"ROCm {known['release']}" if known["release"] is not None else "no AMD ROCm"
+    return [f"known-good: {release} since {known['since']} ({age_text(known['age_seconds'])} ago)"]
+
+
 def _host_cases(host: dict[str, Any]) -> list[_Made]:
     ready = _Case("ready")
     if not host["ready"]:
         _outcome(ready, "failure", f"{host['state']}: {host['reason']}")
-    if flags(host):
-        _system_out(ready, "\n".join(flags(host)))
+    said = [*flags(host), *known_good_lines(host)]
+    if said:
+        _system_out(ready, "\n".join(said))
     return [ready.made(), *(_check_case(*_take_check(check)) for check in host["checks"])]
 
 

@@ -292,10 +292,43 @@ _ROLLOUT_FIELDS = shape_of(
 _ROLLOUT_STATES = frozenset(ROLLOUT_STATES)
 
 
-def read_rollout(doc: Any) -> dict[str, Any]:
+# A known-good entry of a rollout record: its release at most this long (AMD's
+# /opt/rocm/.info/version, "6.4.2-120"), its ``since`` at most this far ahead of the report's
+# clock (the host's clock against the controller's; later is a record that cannot be right).
+MAX_RELEASE_CHARS = 64
+KNOWN_GOOD_SKEW = 300.0
+_KNOWN_GOOD = shape_of({"release": ("string", "null"), "since": ("string",)})
+
+
+def _known_good(entry: Any, now: float) -> dict[str, Any]:
+    """A rollout record's ``known_good`` object: the ROCm release of the host's known-good record
+    (null without AMD's ROCm) and when that state was recorded, with its time in seconds."""
+    if not _KNOWN_GOOD.fits(entry):
+        get(entry, "release", "string", "null", where="known_good.")
+        get(entry, "since", "string", where="known_good.")
+    release, since = entry["release"], entry["since"]
+    if release is not None and len(release) > MAX_RELEASE_CHARS:
+        raise RecordError(
+            f"'known_good.release' is {len(release)} characters: longer than any ROCm release "
+            f"({MAX_RELEASE_CHARS} at most)"
+        )
+    seconds = utc_seconds(since, "known_good.since")
+    if seconds > now + KNOWN_GOOD_SKEW:
+        shown = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+        raise RecordError(
+            f"'known_good.since' is {since!r}, later than now ({shown}): no state is known-good "
+            "from the future (the host's clock or the record is wrong)"
+        )
+    return {"release": release, "since": since, "since_seconds": seconds}
+
+
+def read_rollout(doc: Any, now: float | None = None) -> dict[str, Any]:
     """A rollout record ``fleet/rollout/<host>.json`` (schema 1). ``rocm`` (optional: records
     written before it have none): the ROCm release the host had after its change, read from the
-    host, and the one the inventory configured (null for the distribution's ROCm)."""
+    host, and the one the inventory configured (null for the distribution's ROCm).
+    ``known_good`` (optional, null when unknown): the release and time of the host's known-good
+    record (/var/lib/rocmlab/known-good.json), as the rollout read it from the host; a ``since``
+    later than ``now`` (default: the clock) by more than KNOWN_GOOD_SKEW is refused."""
     _schema_version(doc, (1,))
     if not (_ROLLOUT_FIELDS.fits(doc) and doc["state"] in _ROLLOUT_STATES):
         for key in ("host", "created", "rollout_id"):
@@ -312,6 +345,11 @@ def read_rollout(doc: Any) -> dict[str, Any]:
             get(rocm, key, "string", "null", where="rocm.")
         rocm = _keep(rocm, ("installed", "configured"))
     kept["rocm"] = rocm
+    known = doc.get("known_good")
+    if known is not None:
+        get(doc, "known_good", "object", "null")
+        known = _known_good(known, time.time() if now is None else now)
+    kept["known_good"] = known
     return kept
 
 
@@ -327,7 +365,7 @@ _HEALTH_FIELDS = shape_of(
         "tier": ("integer",),
     }
 )
-_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z\Z")
 
 
 def utc_seconds(text: str, where: str) -> float:

@@ -87,7 +87,8 @@ def host_entry(
     report = rec.report or {}
     facts = (rec.preflight or {}).get("facts", {})
     doctor = report.get("doctor")
-    health = health_summary(rec.health, time.time() if now is None else now)
+    now = time.time() if now is None else now
+    health = health_summary(rec.health, now)
     state, reason = host_state(rec, health, health_max_age)
     return {
         "host": rec.host,
@@ -120,6 +121,7 @@ def host_entry(
         "matmul_tflops": report.get("matmul_tflops"),
         "doctor": {"verdict": doctor["verdict"]} if doctor else None,
         "health": health,
+        "known_good": known_good_summary(rec.rollout, now),
         "techniques": _techniques(report),
         "amp_speedup": report.get("amp_speedup"),
         "checks": host_checks(rec),
@@ -182,6 +184,20 @@ def health_summary(health: dict[str, Any] | None, now: float) -> dict[str, Any] 
             for c in health["checks"]
             if c["status"] == "fail"
         ],
+    }
+
+
+def known_good_summary(rollout: dict[str, Any] | None, now: float) -> dict[str, Any] | None:
+    """The host's known-good state as its rollout record read it from the host: the ROCm
+    release (None without AMD's ROCm), when it was recorded and how long ago; None when the
+    record says nothing of it."""
+    known = (rollout or {}).get("known_good")
+    if known is None:
+        return None
+    return {
+        "release": known["release"],
+        "since": known["since"],
+        "age_seconds": max(0.0, round(now - known["since_seconds"], 1)),
     }
 
 

@@ -109,6 +109,14 @@ _HOST = _object(
             },
             nullable=True,
         ),
+        "known_good": _object(
+            {
+                "release": _STR,
+                "since": {"type": "string"},
+                "age_seconds": {"type": "number", "minimum": 0},
+            },
+            nullable=True,
+        ),
         "techniques": {
             "type": "array",
             "items": _object(

@@ -10,9 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 from rocmlab.common.textsafe import for_terminal
-from rocmlab.fleet.text import headline, health_text, key_figures, short_flags, shows_health
+from rocmlab.fleet.text import (
+    headline,
+    health_text,
+    key_figures,
+    known_good_text,
+    short_flags,
+    shows_health,
+    shows_known_good,
+)
 
 DETAIL_WIDTH = 120
+# The known-good column: a release (64 characters at most, rocmlab.fleet.records) and its age.
+KNOWN_WIDTH = 40
 
 
 def _clip(text: str, width: int) -> str:
@@ -22,8 +32,9 @@ def _clip(text: str, width: int) -> str:
 
 
 def table_lines(fleet: dict[str, Any]) -> list[str]:
-    """Host, state, the latest health verdict and its age (when there are health reports),
-    flags, and the reason (not ready) or the key figures (ready)."""
+    """Host, state, the latest health verdict and its age (when there are health reports), the
+    known-good release and its age (when a rollout record names one), flags, and the reason (not
+    ready) or the key figures (ready)."""
     hosts = fleet["hosts"]
     names = [for_terminal(h["host"]) for h in hosts]
     width = max([len("HOST"), *(len(name) for name in names)])
@@ -34,11 +45,16 @@ def table_lines(fleet: dict[str, Any]) -> list[str]:
     healths = [health_text(h) if with_health else "" for h in hosts]
     health_width = max([len("HEALTH"), *(len(text) for text in healths)])
     health_head = f"{'HEALTH':<{health_width}}  " if with_health else ""
-    lines = [f"{'HOST':<{width}}  {'STATE':<{state_width}}  {health_head}DETAIL"]
-    for host, name, state, health in zip(hosts, names, states, healths, strict=True):
+    with_known = shows_known_good(fleet)
+    knowns = [_clip(known_good_text(h), KNOWN_WIDTH) if with_known else "" for h in hosts]
+    known_width = max([len("KNOWN-GOOD"), *(len(text) for text in knowns)])
+    known_head = f"{'KNOWN-GOOD':<{known_width}}  " if with_known else ""
+    lines = [f"{'HOST':<{width}}  {'STATE':<{state_width}}  {health_head}{known_head}DETAIL"]
+    for host, name, state, health, known in zip(hosts, names, states, healths, knowns, strict=True):
         detail = key_figures(host) if host["ready"] else host["reason"] or ""
         detail = "".join(f"[{flag}] " for flag in short_flags(host)) + detail
         column = f"{health:<{health_width}}  " if with_health else ""
+        column += f"{known:<{known_width}}  " if with_known else ""
         lines.append(
             f"{name:<{width}}  {state:<{state_width}}  {column}{_clip(detail, DETAIL_WIDTH)}"
         )

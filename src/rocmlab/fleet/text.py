@@ -106,6 +106,30 @@ def health_text(host: dict[str, Any]) -> str:
     return f"{health['verdict'].upper()} {age_text(health['age_seconds'])}"
 
 
+def shows_known_good(fleet: dict[str, Any]) -> bool:
+    """Whether the outputs have a known-good column: some host's rollout record names its
+    known-good state."""
+    return any(h["known_good"] for h in fleet["hosts"])
+
+
+def known_good_release(host: dict[str, Any]) -> str:
+    """``6.4.2``: the release of the host's known-good state, ``no AMD ROCm`` for a state without
+    AMD's (the distribution's ROCm); an em dash without a known-good record."""
+    known = host["known_good"]
+    if known is None:
+        return "\u2014"
+    return known["release"] if known["release"] is not None else "no AMD ROCm"
+
+
+def known_good_text(host: dict[str, Any]) -> str:
+    """``6.4.2 3d``: the release of the host's known-good state and its age; an em dash without
+    a known-good record."""
+    known = host["known_good"]
+    if known is None:
+        return "\u2014"
+    return f"{known_good_release(host)} {age_text(known['age_seconds'])}"
+
+
 def headline(fleet: dict[str, Any]) -> str:
     """``3 of 5 hosts ready``, with the flags and undeclared files counted after it."""
     summary = fleet["summary"]

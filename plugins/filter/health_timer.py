@@ -1,0 +1,344 @@
+# Copyright: rocmlab contributors
+# Apache License 2.0
+"""The health timer of role smoke_test (smoke_test_health_timer), decided by pure functions:
+
+health_timer_units(settings) -> {unit file name: its text}: two oneshot services and their
+    timers - tier 0 as root every few minutes, tier 2 as the smoke account once a day - each run
+    under `flock -n` on one lock file, so that no two runs overlap.
+health_report_pick(results) -> {"content", "tier", "finished", "why"}: of the host's reports
+    (the results of rocmlab_read_report, each with its item's tier), the one the controller keeps
+    as REPORTS_DIR/health/<host>.json for `rocmlab fleet-report`.
+systemd_quote(arg) / systemd_split(line): one argument as an ExecStart= line needs it, and back.
+
+SETTINGS (the role's values, checked by role rocmlab against meta/settings.yml first; checked
+again here, so that a bad value never reaches a unit file): rocmlab (the CLI), flock, lock,
+account (runs tier 2), accounts (tier 0's --account), expect_gpus ("" or a number),
+interval_minutes, daily_at ("HH:MM"), state_dir, tier2_dir, textfile_dir ("" for none),
+smoke_data, smoke_dataset, smoke_args, path (PATH's directories), env_file.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import shlex
+from datetime import datetime, timezone
+
+UNITS = "rocmlab-health"
+# flock's exit code when another run holds the lock: the run is skipped, which is no failure.
+LOCKED = 75
+TIMES = re.compile(r"(?P<hour>[01][0-9]|2[0-3]):(?P<minute>[0-5][0-9])")
+ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,30}[$]?")
+ABSOLUTE = re.compile(r"/(?:[A-Za-z0-9._+-]+/?)*")
+SAFE = re.compile(r"[A-Za-z0-9_./:=,+@-]+")
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+MAX_INTERVAL = 1440
+# Tier 0's random delay: a fifth of its interval, at most this; tier 2's: this window after its
+# time of day.
+TIER0_DELAY_MAX = 300
+TIER2_DELAY = 1800
+# How long systemd lets a run take before it stops it (the tiers' own budgets are 5 s and 450 s).
+TIMEOUTS = {0: 120, 2: 1200}
+VERDICTS = {"pass": 0, "warn": 1, "fail": 2}
+FINISHED = "%Y-%m-%dT%H:%M:%SZ"
+HEADER = (
+    "# Written by rocmlab (role smoke_test, smoke_test_health_timer); a change made here is\n"
+    '# overwritten by its next run. docs/health.md, "The health timer".\n'
+)
+
+
+class HealthTimerError(ValueError):
+    """A setting the units cannot be made from; the message names it and what is accepted."""
+
+
+def systemd_quote(arg) -> str:
+    """ARG as one word of an ExecStart= line: bare when it is plain, else in double quotes with
+    its backslashes and double quotes escaped; `%` (a specifier) and `$` (a variable) doubled.
+    Control characters are refused (the settings check refuses them first)."""
+    arg = str(arg)
+    if CONTROL.search(arg):
+        raise HealthTimerError(f"{arg!r} holds a control character: no unit line can carry it")
+    if not SAFE.fullmatch(arg):
+        arg = '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return arg.replace("%", "%%").replace("$", "$$")
+
+
+def systemd_split(line: str) -> list[str]:
+    """The arguments of an ExecStart= value that systemd_quote wrote (for the tests, and for
+    running a service's command by hand where systemd does not run)."""
+    words = shlex.split(line, posix=True)
+    return [word.replace("%%", "%").replace("$$", "$") for word in words]
+
+
+def _absolute(name: str, value) -> str:
+    if not isinstance(value, str) or not ABSOLUTE.fullmatch(value) or "/../" in value + "/":
+        raise HealthTimerError(
+            f"{name}: {json.dumps(value)} is not an absolute path. "
+            "Use a path such as /var/lib/rocmlab/health."
+        )
+    return value.rstrip("/") or "/"
+
+
+def _interval(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        value_ok = False
+    else:
+        value_ok = str(value).isdigit() and 1 <= int(value) <= MAX_INTERVAL
+    if not value_ok:
+        raise HealthTimerError(
+            f"smoke_test_health_interval: {json.dumps(value)} is not accepted. Use a number of "
+            f"minutes from 1 to {MAX_INTERVAL} between two tier-0 runs."
+        )
+    return int(value)
+
+
+def _daily_at(value) -> tuple[int, int]:
+    match = TIMES.fullmatch(value) if isinstance(value, str) else None
+    if not match:
+        raise HealthTimerError(
+            f"smoke_test_health_daily_at: {json.dumps(value)} is not a time of day. Use HH:MM "
+            "(24 hours, local time), for example 04:00."
+        )
+    return int(match["hour"]), int(match["minute"])
+
+
+def _expect_gpus(value) -> list[str]:
+    if value in ("", None):
+        return []
+    if isinstance(value, bool) or not str(value).isdigit() or int(value) > 64:
+        raise HealthTimerError(
+            f"smoke_test_expect_gpus: {json.dumps(value)} is not accepted. "
+            "Use a number of GPUs from 0 to 64, or leave it empty."
+        )
+    return ["--expect-gpus", str(int(value))]
+
+
+def _account(name: str, value) -> str:
+    if not isinstance(value, str) or not ACCOUNT.fullmatch(value) or value == "root":
+        raise HealthTimerError(
+            f"{name}: {json.dumps(value)} is not an unprivileged account name. "
+            "Use the smoke job's account (smoke_test_user, or one of user_groups_users)."
+        )
+    return value
+
+
+def _exec(words: list[str]) -> str:
+    return " ".join(systemd_quote(word) for word in words)
+
+
+def health_timer_plan(settings: dict) -> dict:
+    """The command of each tier, its schedule and the units' texts (see the module's docstring
+    for SETTINGS). Raises HealthTimerError naming the first bad setting."""
+    interval = _interval(settings.get("interval_minutes"))
+    hour, minute = _daily_at(settings.get("daily_at"))
+    account = _account("smoke_test_user", settings.get("account"))
+    accounts = [_account("user_groups_users", a) for a in settings.get("accounts") or [account]]
+    rocmlab = _absolute("smoke_test_venv", settings.get("rocmlab"))
+    flock = _absolute("flock", settings.get("flock", "/usr/bin/flock"))
+    lock = _absolute("lock", settings.get("lock"))
+    state_dir = _absolute("state_dir", settings.get("state_dir"))
+    tier2_dir = _absolute("tier2_dir", settings.get("tier2_dir"))
+    textfile_dir = settings.get("textfile_dir") or ""
+    if textfile_dir:
+        textfile_dir = _absolute("smoke_test_health_textfile_dir", textfile_dir)
+    smoke_data = _absolute("smoke_test_data_dir", settings.get("smoke_data"))
+    smoke_args = settings.get("smoke_args") or []
+    if not isinstance(smoke_args, list):
+        raise HealthTimerError(
+            f"smoke_test_args: {json.dumps(smoke_args)} is not a list. Write one argument per item."
+        )
+    gpus = _expect_gpus(settings.get("expect_gpus"))
+    env_file = _absolute("env_file", settings.get("env_file"))
+    path = ":".join(_absolute("PATH", d) for d in settings.get("path") or ["/usr/bin", "/bin"])
+    locked = [flock, "-n", "-E", str(LOCKED), lock]
+
+    tier0_json = f"{state_dir}/tier0.json"
+    tier0 = [*locked, rocmlab, "health", "--tier", "0", "--state-dir", state_dir]
+    tier0 += ["--json", tier0_json, *gpus]
+    if textfile_dir:
+        tier0 += ["--textfile", f"{textfile_dir}/{UNITS}-tier0.prom"]
+    for name in accounts:
+        tier0 += ["--account", name]
+
+    tier2_json = f"{tier2_dir}/tier2.json"
+    tier2 = [*locked, rocmlab, "health", "--tier", "2", "--state-dir", tier2_dir]
+    tier2 += ["--json", tier2_json, "--textfile", f"{tier2_dir}/{UNITS}-tier2.prom", *gpus]
+    tier2 += ["--smoke-data", smoke_data, "--smoke-dataset", str(settings.get("smoke_dataset"))]
+    tier2 += [f"--smoke-arg={arg}" for arg in smoke_args]
+
+    delay0 = min(interval * 60 // 5, TIER0_DELAY_MAX)
+    writable = [state_dir] + ([f"-{textfile_dir}"] if textfile_dir else [])
+    units = {
+        f"{UNITS}-tier0.service": "\n".join(
+            [
+                HEADER.rstrip("\n"),
+                "[Unit]",
+                "Description=rocmlab health, tier 0 (passive checks of the node)",
+                "After=local-fs.target",
+                "",
+                "[Service]",
+                "Type=oneshot",
+                # Root: tier 0 reads this boot's kernel log, root's known-good record and the
+                # device nodes; it runs no GPU work and needs no network. Confined: it writes only
+                # its state directory and node_exporter's textfile directory.
+                f"ExecStart={_exec(tier0)}",
+                f"SuccessExitStatus={LOCKED}",
+                f"TimeoutStartSec={TIMEOUTS[0]}",
+                "Nice=10",
+                "IOSchedulingClass=idle",
+                "UMask=0022",
+                "NoNewPrivileges=yes",
+                "PrivateTmp=yes",
+                "PrivateNetwork=yes",
+                "ProtectSystem=strict",
+                "ProtectHome=read-only",
+                f"ReadWritePaths={_exec(writable)}",
+                "",
+            ]
+        ),
+        f"{UNITS}-tier0.timer": "\n".join(
+            [
+                HEADER.rstrip("\n"),
+                "[Unit]",
+                f"Description=rocmlab health, tier 0, every {interval} minutes",
+                "",
+                "[Timer]",
+                "OnActiveSec=1min",
+                "OnBootSec=2min",
+                f"OnUnitActiveSec={interval}min",
+                f"RandomizedDelaySec={delay0}",
+                "",
+                "[Install]",
+                "WantedBy=timers.target",
+                "",
+            ]
+        ),
+        f"{UNITS}-tier2.service": "\n".join(
+            [
+                HEADER.rstrip("\n"),
+                "[Unit]",
+                "Description=rocmlab health, tier 2 (the smoke job and the all-reduce)",
+                "After=local-fs.target network-online.target",
+                "",
+                "[Service]",
+                "Type=oneshot",
+                # The smoke account, with its groups from /etc/group (render, video), as the
+                # smoke job runs: training never runs as root. The GPU settings gfx_override
+                # wrote, and a login's PATH; nothing of the account's profile.
+                f"User={account}",
+                f"WorkingDirectory={systemd_quote(tier2_dir)}",
+                f"EnvironmentFile=-{systemd_quote(env_file)}",
+                f"Environment={systemd_quote('PATH=' + path)} LANG=C.UTF-8",
+                f"ExecStart={_exec(tier2)}",
+                f"SuccessExitStatus={LOCKED}",
+                f"TimeoutStartSec={TIMEOUTS[2]}",
+                "Nice=10",
+                "UMask=0022",
+                "NoNewPrivileges=yes",
+                "PrivateTmp=yes",
+                "ProtectSystem=full",
+                "",
+            ]
+        ),
+        f"{UNITS}-tier2.timer": "\n".join(
+            [
+                HEADER.rstrip("\n"),
+                "[Unit]",
+                f"Description=rocmlab health, tier 2, daily at {hour:02d}:{minute:02d}",
+                "",
+                "[Timer]",
+                f"OnCalendar=*-*-* {hour:02d}:{minute:02d}:00",
+                f"RandomizedDelaySec={TIER2_DELAY}",
+                "Persistent=true",
+                "",
+                "[Install]",
+                "WantedBy=timers.target",
+                "",
+            ]
+        ),
+    }
+    return {
+        "units": units,
+        "timers": [f"{UNITS}-tier0.timer", f"{UNITS}-tier2.timer"],
+        "commands": {0: tier0, 2: tier2},
+        "reports": {0: tier0_json, 2: tier2_json},
+    }
+
+
+def health_timer_units(settings: dict) -> dict:
+    """The units' texts by file name (health_timer_plan's "units")."""
+    return health_timer_plan(settings)["units"]
+
+
+def _read(result: dict) -> tuple[dict | None, str]:
+    """The report a rocmlab_read_report result holds, or None and why it cannot be used."""
+    try:
+        doc = json.loads(base64.b64decode(result.get("content", ""), validate=True))
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        return None, f"not JSON ({type(exc).__name__})"
+    if not isinstance(doc, dict):
+        return None, "not a JSON object"
+    tier, verdict, finished = doc.get("tier"), doc.get("verdict"), doc.get("finished")
+    if isinstance(tier, bool) or tier not in (0, 1, 2):
+        return None, "no tier 0, 1 or 2"
+    if verdict not in VERDICTS:
+        return None, "no verdict pass, warn or fail"
+    try:
+        when = datetime.strptime(finished, FINISHED).replace(tzinfo=timezone.utc)
+    except (TypeError, ValueError):
+        return None, "no finished time (UTC, 2026-01-30T08:00:00Z)"
+    return {"tier": tier, "verdict": verdict, "finished": finished, "when": when}, ""
+
+
+def health_report_pick(results: list) -> dict:
+    """Which of a host's health reports the controller keeps (RESULTS: rocmlab_read_report's, in
+    a loop whose items carry `tier`; each within its bound, never through a link).
+
+    The latest report of each tier holds until that tier or a higher one runs again (tier 2 runs
+    tier 0's checks too): a report is superseded by a later one of the same or a higher tier.
+    Of the rest, the worst verdict is kept, and of equal verdicts the latest - so a failed daily
+    tier 2 stays visible beside the tier-0 passes after it, with its age. A report that cannot
+    be read as one is kept whole, so that the fleet report says why instead of hiding it.
+    """
+    found = [r for r in results if isinstance(r, dict) and r.get("found")]
+    candidates = []
+    for result in found:
+        report, why = _read(result)
+        if report is None:
+            tier = (result.get("item") or {}).get("tier")
+            return {
+                "content": result["content"],
+                "tier": tier,
+                "finished": None,
+                "why": f"the tier-{tier} report is unusable ({why}): kept, so that the fleet "
+                "report says why",
+            }
+        candidates.append((report, result["content"]))
+    if not candidates:
+        return {"content": "", "tier": None, "finished": None, "why": "no health report yet"}
+    standing = [
+        (report, content)
+        for report, content in candidates
+        if not any(
+            other["tier"] >= report["tier"] and other["when"] > report["when"]
+            for other, _unused in candidates
+        )
+    ]
+    report, content = max(standing, key=lambda rc: (VERDICTS[rc[0]["verdict"]], rc[0]["when"]))
+    return {
+        "content": content,
+        "tier": report["tier"],
+        "finished": report["finished"],
+        "why": f"tier {report['tier']}, {report['verdict']}, finished {report['finished']}",
+    }
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "health_timer_units": health_timer_units,
+            "health_report_pick": health_report_pick,
+            "systemd_quote": systemd_quote,
+        }

@@ -1,0 +1,317 @@
+"""Unit tests for plugins/filter/health_timer.py: the health timer's systemd units (role
+smoke_test, smoke_test_health_timer), checked by systemd-analyze verify where it is installed,
+the refusals of bad settings (and the role's declared checks of them), the quoting of ExecStart=
+arguments, and which of a host's health reports the controller keeps."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ht = _load("health_timer_filters", REPO / "plugins" / "filter" / "health_timer.py")
+settings_checks = _load("settings_checks", REPO / "plugins" / "module_utils" / "settings.py")
+DECLARED = yaml.safe_load((REPO / "roles/smoke_test/meta/settings.yml").read_text())
+OPTIONS = DECLARED["argument_specs"]["main"]["options"]
+ROLE_VARS = yaml.safe_load((REPO / "roles/smoke_test/vars/main.yml").read_text())
+
+SETTINGS = {
+    "rocmlab": "/opt/rocmlab/venvs/pytorch/bin/rocmlab",
+    "lock": "/var/lib/rocmlab/health/timer.lock",
+    "account": "researcher",
+    "accounts": ["researcher", "alice"],
+    "expect_gpus": "2",
+    "interval_minutes": 5,
+    "daily_at": "04:00",
+    "state_dir": "/var/lib/rocmlab/health",
+    "tier2_dir": "/var/lib/rocmlab/health/tier2",
+    "textfile_dir": "/var/lib/prometheus/node-exporter",
+    "smoke_data": "/var/lib/rocmlab/datasets/mnist",
+    "smoke_dataset": "mnist",
+    "smoke_args": ["--epochs", "1"],
+    "path": ["/usr/local/bin", "/usr/bin", "/bin", "/opt/rocm/bin"],
+    "env_file": "/etc/environment.d/90-rocmlab-gfx.conf",
+}
+
+
+def lines(text: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, value = line.split("=", 1)
+            found.setdefault(key, []).append(value)
+    return found
+
+
+def test_the_units_are_the_roles_and_each_tier_runs_its_command_under_the_lock():
+    plan = ht.health_timer_plan(SETTINGS)
+    assert sorted(plan["units"]) == sorted(ROLE_VARS["__smoke_test_health_units"])
+    assert plan["timers"] == ROLE_VARS["__smoke_test_health_timers"]
+    locked = ["/usr/bin/flock", "-n", "-E", "75", "/var/lib/rocmlab/health/timer.lock"]
+    rocmlab = SETTINGS["rocmlab"]
+    assert plan["commands"][0] == [
+        *locked,
+        rocmlab,
+        "health",
+        "--tier",
+        "0",
+        "--state-dir",
+        "/var/lib/rocmlab/health",
+        "--json",
+        "/var/lib/rocmlab/health/tier0.json",
+        "--expect-gpus",
+        "2",
+        "--textfile",
+        "/var/lib/prometheus/node-exporter/rocmlab-health-tier0.prom",
+        "--account",
+        "researcher",
+        "--account",
+        "alice",
+    ]
+    assert plan["commands"][2] == [
+        *locked,
+        rocmlab,
+        "health",
+        "--tier",
+        "2",
+        "--state-dir",
+        "/var/lib/rocmlab/health/tier2",
+        "--json",
+        "/var/lib/rocmlab/health/tier2/tier2.json",
+        "--textfile",
+        "/var/lib/rocmlab/health/tier2/rocmlab-health-tier2.prom",
+        "--expect-gpus",
+        "2",
+        "--smoke-data",
+        "/var/lib/rocmlab/datasets/mnist",
+        "--smoke-dataset",
+        "mnist",
+        "--smoke-arg=--epochs",
+        "--smoke-arg=1",
+    ]
+    units = plan["units"]
+    for tier in (0, 2):
+        service = lines(units[f"rocmlab-health-tier{tier}.service"])
+        assert ht.systemd_split(service["ExecStart"][0]) == plan["commands"][tier]
+        assert service["Type"] == ["oneshot"] and service["SuccessExitStatus"] == ["75"]
+        assert service["NoNewPrivileges"] == ["yes"]
+    tier0 = lines(units["rocmlab-health-tier0.service"])
+    assert "User" not in tier0  # root, confined to its two directories, without network
+    assert tier0["ProtectSystem"] == ["strict"] and tier0["PrivateNetwork"] == ["yes"]
+    assert tier0["ReadWritePaths"] == ["/var/lib/rocmlab/health -/var/lib/prometheus/node-exporter"]
+    tier2 = lines(units["rocmlab-health-tier2.service"])
+    assert tier2["User"] == ["researcher"]  # training never runs as root
+    assert tier2["EnvironmentFile"] == ["-/etc/environment.d/90-rocmlab-gfx.conf"]
+    assert tier2["Environment"] == ["PATH=/usr/local/bin:/usr/bin:/bin:/opt/rocm/bin LANG=C.UTF-8"]
+
+
+@pytest.mark.parametrize(
+    ("interval", "active", "delay"), [(1, "1min", 12), (5, "5min", 60), (60, "60min", 300)]
+)
+def test_tier_0_runs_every_interval_with_a_random_delay(interval, active, delay):
+    units = ht.health_timer_units(dict(SETTINGS, interval_minutes=interval))
+    timer = lines(units["rocmlab-health-tier0.timer"])
+    assert timer["OnUnitActiveSec"] == [active]
+    assert timer["RandomizedDelaySec"] == [str(delay)]
+    assert timer["OnBootSec"] and timer["OnActiveSec"]  # a first run after boot and after enabling
+    assert timer["WantedBy"] == ["timers.target"]
+
+
+def test_tier_2_runs_daily_with_a_random_delay_and_catches_up_a_missed_run():
+    units = ht.health_timer_units(dict(SETTINGS, daily_at="23:05"))
+    timer = lines(units["rocmlab-health-tier2.timer"])
+    assert timer["OnCalendar"] == ["*-*-* 23:05:00"]
+    assert timer["RandomizedDelaySec"] == ["1800"] and timer["Persistent"] == ["true"]
+
+
+def test_no_textfile_dir_writes_no_textfile_for_tier_0():
+    plan = ht.health_timer_plan(dict(SETTINGS, textfile_dir="", expect_gpus=""))
+    assert "--textfile" not in plan["commands"][0] and "--expect-gpus" not in plan["commands"][0]
+    assert lines(plan["units"]["rocmlab-health-tier0.service"])["ReadWritePaths"] == [
+        "/var/lib/rocmlab/health"
+    ]
+
+
+@pytest.mark.parametrize(
+    "arg",
+    ["plain", "with space", 'a "quote"', "back\\slash", "100%", "$HOME", "${X}", "it's", "é"],
+)
+def test_an_argument_is_quoted_for_systemd_and_read_back_whole(arg):
+    quoted = ht.systemd_quote(arg)
+    assert ht.systemd_split(quoted) == [arg]
+    assert "%" not in quoted.replace("%%", "") and "$" not in quoted.replace("$$", "")
+
+
+def test_a_control_character_never_reaches_a_unit():
+    with pytest.raises(ht.HealthTimerError, match="control character"):
+        ht.health_timer_units(dict(SETTINGS, smoke_args=["--epochs\nExecStartPre=/bin/sh"]))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "interval_minutes",
+            0,
+            "smoke_test_health_interval: 0 is not accepted. Use a number of minutes from 1 to 1440",
+        ),
+        ("interval_minutes", 1441, "smoke_test_health_interval: 1441 is not accepted"),
+        ("interval_minutes", "5min", 'smoke_test_health_interval: "5min" is not accepted'),
+        ("interval_minutes", True, "smoke_test_health_interval: true is not accepted"),
+        ("daily_at", "4:00", 'smoke_test_health_daily_at: "4:00" is not a time of day. Use HH:MM'),
+        ("daily_at", "24:00", 'smoke_test_health_daily_at: "24:00" is not a time of day'),
+        ("daily_at", "12:60", 'smoke_test_health_daily_at: "12:60" is not a time of day'),
+        ("account", "root", 'smoke_test_user: "root" is not an unprivileged account name'),
+        ("accounts", ["alice", "x y"], 'user_groups_users: "x y" is not an unprivileged account'),
+        ("textfile_dir", "prom", 'smoke_test_health_textfile_dir: "prom" is not an absolute path'),
+        ("tier2_dir", "/var/lib/../etc", 'tier2_dir: "/var/lib/../etc" is not an absolute path'),
+        ("expect_gpus", "two", 'smoke_test_expect_gpus: "two" is not accepted'),
+    ],
+)
+def test_a_bad_setting_is_refused_naming_it_the_value_and_what_is_accepted(key, value, message):
+    with pytest.raises(ht.HealthTimerError) as caught:
+        ht.health_timer_units(dict(SETTINGS, **{key: value}))
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "fragment"),
+    [
+        ("smoke_test_health_interval", 0, "smoke_test_health_interval: 0 is out of range"),
+        ("smoke_test_health_interval", 1441, "smoke_test_health_interval: 1441 is out of range"),
+        (
+            "smoke_test_health_daily_at",
+            "4:61",
+            'smoke_test_health_daily_at: "4:61" is not accepted',
+        ),
+        ("smoke_test_health_daily_at", "04:00 ", 'smoke_test_health_daily_at: "04:00 " is not'),
+        (
+            "smoke_test_health_textfile_dir",
+            "/etc",
+            'smoke_test_health_textfile_dir: "/etc" is a system',
+        ),
+    ],
+)
+def test_the_roles_declared_checks_refuse_a_bad_schedule_before_the_host_changes(
+    name, value, fragment
+):
+    problems = settings_checks.problems_of(
+        settings_checks.check_spec(name, OPTIONS[name]["check"], value)
+    )
+    assert problems and fragment in problems[0], problems
+    good = {"smoke_test_health_interval": 5, "smoke_test_health_daily_at": "04:00"}
+    if name in good:
+        check = settings_checks.check_spec(name, OPTIONS[name]["check"], good[name])
+        assert settings_checks.problems_of(check) == []
+
+
+def test_the_units_pass_systemd_analyze_verify(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed here: the units' syntax is not verified")
+    settings = dict(
+        SETTINGS,
+        rocmlab="/bin/true",
+        flock=shutil.which("flock") or "/usr/bin/flock",
+        account="daemon",
+        accounts=["daemon"],
+        smoke_args=["--epochs", "1", 'odd "arg" 100% $HOME'],
+    )
+    units = ht.health_timer_units(settings)
+    paths = []
+    for name, text in units.items():
+        (tmp_path / name).write_text(text)
+        paths.append(str(tmp_path / name))
+    run = subprocess.run(
+        [analyze, "verify", *paths], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    # And it does refuse a broken timer, so its silence above means something.
+    (tmp_path / "rocmlab-health-tier2.timer").write_text(
+        units["rocmlab-health-tier2.timer"].replace("OnCalendar=*-*-* 04:00:00", "OnCalendar=25:99")
+    )
+    broken = subprocess.run(
+        [analyze, "verify", str(tmp_path / "rocmlab-health-tier2.timer")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert broken.returncode != 0
+
+
+# --- which report stands for the host -------------------------------------------------------
+def read(tier: int, verdict: str | None = None, finished: str = "", raw: bytes | None = None):
+    """What rocmlab_read_report registers in the role's loop, for one tier's report."""
+    if verdict is None and raw is None:
+        return {"found": False, "content": "", "item": {"tier": tier}}
+    if raw is None:
+        doc = {"tool": "rocmlab health", "tier": tier, "verdict": verdict, "finished": finished}
+        raw = json.dumps(doc).encode()
+    return {"found": True, "content": base64.b64encode(raw).decode(), "item": {"tier": tier}}
+
+
+def picked(*results) -> tuple[int | None, str | None]:
+    pick = ht.health_report_pick(list(results))
+    if not pick["content"]:
+        return None, None
+    doc = json.loads(base64.b64decode(pick["content"]))
+    return doc["tier"], doc["verdict"]
+
+
+EARLY, LATE = "2026-12-03T04:10:00Z", "2026-12-04T17:05:00Z"
+
+
+@pytest.mark.parametrize(
+    ("tier0", "tier2", "expected"),
+    [
+        # A later tier-0 pass does not hide a failed daily tier 2: tier 0 does not run its checks.
+        (("pass", LATE), ("fail", EARLY), (2, "fail")),
+        (("warn", LATE), ("fail", EARLY), (2, "fail")),
+        # Equal verdicts: the latest, so the age says how fresh the verdict is.
+        (("pass", LATE), ("pass", EARLY), (0, "pass")),
+        (("pass", EARLY), ("pass", LATE), (2, "pass")),
+        # A tier-0 failure now counts, whatever tier 2 said before.
+        (("fail", LATE), ("pass", EARLY), (0, "fail")),
+        # A tier 2 that ran after tier 0 reran tier 0's checks: it supersedes tier 0.
+        (("fail", EARLY), ("pass", LATE), (2, "pass")),
+        (("pass", LATE), None, (0, "pass")),
+        (None, ("warn", EARLY), (2, "warn")),
+        (None, None, (None, None)),
+    ],
+)
+def test_the_report_that_stands_is_the_worst_of_those_not_superseded(tier0, tier2, expected):
+    results = [
+        read(0, *tier0) if tier0 else read(0),
+        read(2, *tier2) if tier2 else read(2),
+    ]
+    assert picked(*results) == expected
+
+
+def test_an_unusable_report_is_kept_so_that_the_fleet_report_says_why():
+    for raw in (b"\xff\xfe", b"[1, 2]", b'{"tier": 7}', b'{"tier": 0, "verdict": "ok"}'):
+        pick = ht.health_report_pick([read(0, "pass", LATE), read(2, raw=raw)])
+        assert base64.b64decode(pick["content"]) == raw
+        assert pick["why"].startswith("the tier-2 report is unusable")
+
+
+def test_no_report_yet_keeps_nothing():
+    pick = ht.health_report_pick([read(0), read(2)])
+    assert pick == {"content": "", "tier": None, "finished": None, "why": "no health report yet"}
