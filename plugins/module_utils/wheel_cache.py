@@ -135,9 +135,13 @@ def build(project: Path, inputs: list[str], cache: Path, digest: str, python: st
                 leftover.unlink()
         try:
             out.rename(cache / digest)
-        except OSError:
+        except OSError as err:
             if cached_wheel(cache, digest) is None:
-                raise
+                raise WheelError(
+                    f"the wheel built for {digest[:12]}... cannot be kept as {cache / digest}: "
+                    f"{err.strerror} (something else is there, not a wheel of this account's): "
+                    f"remove {cache / digest}"
+                ) from err
         found = cached_wheel(cache, digest)
         if found is None:
             raise WheelError(f"the wheel built for {digest} is not in {cache / digest}")

@@ -117,6 +117,17 @@ def test_a_planted_entry_is_not_taken_for_the_wheel(project, tmp_path):
     assert wheel_cache.cached_wheel(cache, digest) is None
 
 
+def test_something_else_where_the_wheel_goes_is_named_not_taken(project, tmp_path):
+    cache = tmp_path / "cache"
+    digest = wheel_cache.source_digest(project, wheel_cache.build_inputs(project))
+    cache.mkdir(mode=0o700)
+    (cache / digest).write_text("not a wheel")
+    with pytest.raises(WheelError, match=r"cannot be kept as .*: remove "):
+        wheel_cache.ensure(project, cache, sys.executable)
+    assert (cache / digest).read_text() == "not a wheel"
+    assert sorted(p.name for p in cache.iterdir()) == [digest]
+
+
 def test_a_failed_build_names_pip_and_leaves_no_half_wheel(project, tmp_path):
     cache = tmp_path / "cache"
     (project / "pyproject.toml").write_text("[build-system\nbroken")
