@@ -358,7 +358,16 @@ def put_back(venv: str) -> None:
     if is_root_dir(venv) is None:
         os.rename(kept, venv)  # a restore stopped between its two renames
         return
-    if exchange(venv, kept):
+    try:
+        swapped = exchange(venv, kept)
+    except OSError as err:
+        if err.errno != errno.EXDEV:
+            raise
+        raise ValueError(
+            f"{venv} cannot be renamed on its file system ({err.strerror}: a directory of an"
+            f" image's lower layer?); its known-good copy is {kept}: move it into place by hand"
+        ) from err
+    if swapped:
         discard(kept, venv)  # the changed venv, now under the kept name
         return
     trash = trash_path(venv)
