@@ -287,7 +287,7 @@ def host_freezes(recorded: dict[str, list[str]], freeze) -> tuple[dict, dict]:
     """(each recorded venv's freeze now, its kept copy's where the venv differs from the record)
     for restore_plan. FREEZE(path) -> lines or None (absent); a kept copy whose freeze cannot be
     read stands as one comment line saying why (never a record's freeze)."""
-    now = {venv: freeze(venv) for venv in sorted(recorded)}
+    now = {venv: readable_freeze(venv, freeze, "venv") for venv in sorted(recorded)}
     kept = {}
     for venv in sorted(recorded):
         if now[venv] != recorded[venv]:
@@ -295,15 +295,21 @@ def host_freezes(recorded: dict[str, list[str]], freeze) -> tuple[dict, dict]:
     return now, kept
 
 
+def readable_freeze(path: str, freeze, what: str) -> list[str] | None:
+    """FREEZE(PATH), or - when it cannot be read (a venv half made, its Python gone, not root's) -
+    one comment line saying why, which differs from every freeze (parse_freeze drops comments)."""
+    try:
+        return freeze(path)
+    except (ValueError, OSError) as err:
+        return [f"# unreadable {what}: {str(err)[:200]}"]
+
+
 def kept_freeze(venv: str, freeze) -> list[str] | None:
     """VENV's kept copy's freeze, None without one (see host_freezes)."""
     copy = kept_path(venv)
     if not is_root_dir(copy):
         return None
-    try:
-        return freeze(copy)
-    except (ValueError, OSError) as err:
-        return [f"# unreadable kept copy: {str(err)[:200]}"]
+    return readable_freeze(copy, freeze, "kept copy")
 
 
 def make_kept_copy(venv: str, run) -> None:

@@ -126,7 +126,7 @@ def main():
                 # Nothing to keep a copy for; the next passing gate writes a new record.
                 module.warn(f"rocmlab_venv_keep: {venv} is not kept: {err}")
                 recorded = None
-            now = freeze(venv) if recorded is not None else None
+            now = venv_keep.readable_freeze(venv, freeze, "venv") if recorded is not None else None
             copy = venv_keep.kept_freeze(venv, freeze) if recorded is not None else None
             action, why = venv_keep.keep_decision(recorded, now, copy)
             if action == "keep" and not module.check_mode:

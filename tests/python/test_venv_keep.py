@@ -328,3 +328,19 @@ def test_a_planted_kept_copy_is_refused(host, capsys, monkeypatch):
     assert result["failed"] is True
     assert "is not a directory of root's; rocmlab leaves it alone" in result["msg"], result
     assert Path("/etc/passwd").exists()
+
+
+@as_root
+def test_a_venv_whose_pip_cannot_run_is_put_back_from_its_copy(host, capsys, monkeypatch):
+    venv, record, good = host
+    run({"state": "kept", "venv": str(venv), "path": record}, capsys, monkeypatch)
+    # A run stopped while pip rewrote pip itself: the venv's pip does not start any more.
+    for path in (venv / "lib").glob("python3*/site-packages/pip"):
+        subprocess.run(["rm", "-rf", str(path)], check=True)
+    plan = run(
+        {"state": "restored", "path": record, "_ansible_check_mode": True}, capsys, monkeypatch
+    )
+    (entry,) = plan["venvs"]
+    assert entry["action"] == "restore" and "# unreadable venv: pip freeze in" in entry["why"]
+    restored = run({"state": "restored", "path": record}, capsys, monkeypatch)
+    assert restored["changed"] is True and freeze(venv) == good and ours(venv) == []
