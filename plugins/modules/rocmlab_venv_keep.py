@@ -120,15 +120,17 @@ def main():
         if params["state"] == "kept":
             venv = venv_keep.check_venv_path(params["venv"])
             kept = venv_keep.kept_path(venv)
+            unusable = None
             try:
                 recorded = venv_keep.recorded_venvs(read_record(params["path"])).get(venv)
             except ValueError as err:
                 # Nothing to keep a copy for; the next passing gate writes a new record.
+                recorded, unusable = None, str(err)
                 module.warn(f"rocmlab_venv_keep: {venv} is not kept: {err}")
-                recorded = None
             now = venv_keep.readable_freeze(venv, freeze, "venv") if recorded is not None else None
             copy = venv_keep.kept_freeze(venv, freeze) if recorded is not None else None
             action, why = venv_keep.keep_decision(recorded, now, copy)
+            why = unusable or why
             if action == "keep" and not module.check_mode:
                 venv_keep.check_parent(venv)
                 venv_keep.make_kept_copy(venv, run)
