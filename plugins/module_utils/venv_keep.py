@@ -383,6 +383,21 @@ def put_back(venv: str) -> None:
     shutil.rmtree(trash)
 
 
+def release_all(venvs, check_mode: bool = False) -> list[str]:
+    """Release the kept copies of VENVS (each checked first); the venvs that had any, in order.
+    In check mode nothing is removed."""
+    released = []
+    for venv in sorted(set(venvs)):
+        check_venv_path(venv)
+        names = (kept_path(venv), keeping_path(venv), trash_path(venv))
+        if not any(is_root_dir(name) for name in names):
+            continue
+        released.append(venv)
+        if not check_mode:
+            release(venv)
+    return released
+
+
 def release(venv: str) -> bool:
     """Remove VENV's kept copy and anything a stopped step left; True when there was any."""
     found = False

@@ -46,6 +46,13 @@ options:
     description: The version of rocmlab that ran; empty reads it from the venvs' freeze.
     type: str
     default: ""
+  release_kept:
+    description: >-
+      Once the record holds this state, remove the copies of the venvs that module
+      M(rocmlab.rocmlab.rocmlab_venv_keep) kept beside them for a rollback (those of the venvs
+      this record and the one it replaces froze): the health gate passed, they are not needed.
+    type: bool
+    default: false
 author: rocmlab contributors (@rocmlab)
 """
 
@@ -71,6 +78,11 @@ packages:
   type: int
 venvs:
   description: The venvs this record and the one it replaces froze (whose kept copies can go).
+  returned: always
+  type: list
+  elements: str
+released:
+  description: With I(release_kept), the venvs whose kept copies were removed (or would be).
   returned: always
   type: list
   elements: str
@@ -147,6 +159,7 @@ def main():
             "gfx_file": {"type": "path", "default": "/etc/environment.d/90-rocmlab-gfx.conf"},
             "records_dir": {"type": "path", "default": "/etc/rocmlab"},
             "rocmlab_version": {"type": "str", "default": ""},
+            "release_kept": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -189,14 +202,25 @@ def main():
             apt_files.write_file(params["path"], known_good.dump(kept), 0o600, 0, 0)
         except OSError as err:
             module.fail_json(msg=f"rocmlab_known_good: cannot write {params['path']}: {err}")
+    # Their kept copies (module rocmlab_venv_keep) are not needed once this state is recorded.
+    frozen = sorted(set(kept["venvs"]) | set((previous or {}).get("venvs") or {}))
+    released = []
+    if params["release_kept"]:
+        try:
+            released = venv_keep.release_all(frozen, module.check_mode)
+        except (ValueError, OSError) as err:
+            module.fail_json(
+                msg=f"rocmlab_known_good: the record was written, but a kept venv copy could"
+                f" not be removed: {err}"
+            )
     module.exit_json(
-        changed=changed,
+        changed=changed or bool(released),
         path=params["path"],
         since=kept["since"],
         rocm_version=kept["rocm_version"],
         packages=len(kept["packages"]),
-        # Their kept copies (module rocmlab_venv_keep) are not needed once this state is recorded.
-        venvs=sorted(set(kept["venvs"]) | set((previous or {}).get("venvs") or {})),
+        venvs=frozen,
+        released=released,
         replaced_invalid=replaced,
     )
 

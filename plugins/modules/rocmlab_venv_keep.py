@@ -144,16 +144,7 @@ def main():
             module.exit_json(changed=action == "keep", action=action, why=why, kept=kept)
 
         if params["state"] == "released":
-            released = []
-            for venv in sorted(set(params["venvs"])):
-                venv_keep.check_venv_path(venv)
-                names = (venv_keep.kept_path(venv), venv_keep.keeping_path(venv))
-                names += (venv_keep.trash_path(venv),)
-                if not any(venv_keep.is_root_dir(name) for name in names):
-                    continue
-                released.append(venv)
-                if not module.check_mode:
-                    venv_keep.release(venv)
+            released = venv_keep.release_all(params["venvs"], module.check_mode)
             module.exit_json(changed=bool(released), released=released)
 
         record = read_record(params["path"])

@@ -15,6 +15,7 @@ from ansible_collections.rocmlab.rocmlab.plugins.module_utils import known_good,
 from ansible_modules import load_module, run_module
 
 module = load_module("rocmlab_venv_keep")
+known_good_module = load_module("rocmlab_known_good")
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the module checks root's ownership")
 
 VENV = "/opt/rocmlab/venvs/pytorch"
@@ -273,6 +274,40 @@ def test_the_gate_passing_removes_the_copy(host, capsys, monkeypatch):
     assert ours(venv) == [] and freeze(venv) == good
     again = run({"state": "released", "venvs": [str(venv)]}, capsys, monkeypatch)
     assert again["changed"] is False
+
+
+@as_root
+def test_recording_the_state_removes_the_copy(host, capsys, monkeypatch, tmp_path):
+    # What the passing gate runs (roles/rocmlab/tasks/known-good.yml): the record of the new
+    # state, and with it the kept copy gone, in one module call.
+    venv, record, _good = host
+    run({"state": "kept", "venv": str(venv), "path": record}, capsys, monkeypatch)
+    pip(venv, "uninstall", "--yes", "setuptools")
+    records = tmp_path / "records"
+    records.mkdir()
+    args = {
+        "path": record,
+        "venvs": [str(venv)],
+        "records_dir": str(records),
+        "gfx_file": str(tmp_path / "no-gfx.conf"),
+    }
+    without = run_module(known_good_module, args, capsys, monkeypatch)
+    assert without["changed"] is True and without["released"] == []
+    assert ours(venv) == [".pytorch.rocmlab-kept"]  # release_kept is off by default
+    check = run_module(
+        known_good_module,
+        {**args, "release_kept": True, "_ansible_check_mode": True},
+        capsys,
+        monkeypatch,
+    )
+    assert check["changed"] is True and check["released"] == [str(venv)]
+    assert ours(venv) == [".pytorch.rocmlab-kept"]
+    done = run_module(known_good_module, {**args, "release_kept": True}, capsys, monkeypatch)
+    assert done["changed"] is True and done["released"] == [str(venv)], done
+    assert ours(venv) == []
+    assert known_good.load(Path(record).read_bytes())["venvs"][str(venv)] == freeze(venv)
+    again = run_module(known_good_module, {**args, "release_kept": True}, capsys, monkeypatch)
+    assert again["changed"] is False and again["released"] == []
 
 
 @as_root
