@@ -86,9 +86,9 @@ def test_converge_configured_slurm_and_the_nodes_run_the_check():
     assert node(HEAD).file("/etc/slurm/slurm.conf").content_string == conf
     assert not node(HEAD).file(WRAPPER).exists  # the controller has no GPU
     gres = node(GPU1).file("/etc/slurm/gres.conf").content_string.splitlines()
-    assert [x.split("  #")[0] for x in gres if x.startswith("Name=")] == [
-        "Name=gpu File=/dev/dri/renderD128",
-        "Name=gpu File=/dev/dri/renderD129",
+    assert [x.split("  #")[0] for x in gres if not x.startswith("#")] == [
+        f"NodeName={GPU1} Name=gpu File=/dev/dri/renderD128",
+        f"NodeName={GPU1} Name=gpu File=/dev/dri/renderD129",
     ]
     wrapper = node(GPU1).file(WRAPPER)
     assert (wrapper.user, wrapper.mode) == ("root", 0o755)
