@@ -5,8 +5,8 @@
 # from the wheelhouse, the smoke job run and passed), committed as TAG. Only a host on which the
 # whole converge passed is committed. The scenarios that test something other than installation
 # start from it (docs/testing.md). Needs the harness's services (tools/test starts them) and
-# prepare_lab's PATH. The rocmlab wheel is built from a copy of the project, not in the
-# checkout's build/, so this can run beside the scenarios that build there.
+# prepare_lab's PATH. The rocmlab wheel comes as in every run of the role: from the controller
+# account's wheel cache, built there only when the project changed (action rocmlab_wheel).
 # Usage: converged.sh TAG   (converged_image_tag in tools/lib.sh names it)
 set -euo pipefail
 tag=$1
@@ -26,14 +26,7 @@ fi
 : "${ROCMLAB_IMAGE_DEBIAN12:?}" "${ROCMLAB_MIRROR_URL:?}" "${ROCMLAB_MIRROR_FINGERPRINT:?}"
 : "${ROCMLAB_WHEELHOUSE_URL:?}" "${ROCMLAB_DATASETS_URL:?}"
 
-# The wheel, reproducibly (as roles/smoke_test/tasks/wheel.yml builds it), from a copy.
-mkdir -p "$work/project" "$work/wheels" "$work/reports"
-cp -a "$root/pyproject.toml" "$root/README.md" "$work/project/"
-tar -C "$root" --exclude='*.egg-info' --exclude=__pycache__ -c src | tar -C "$work/project" -x
-SOURCE_DATE_EPOCH=315532800 python -m pip wheel --quiet --no-deps --no-build-isolation \
-  --wheel-dir "$work/wheels" "$work/project"
-wheel=$(find "$work/wheels" -name 'rocmlab-*.whl' -print -quit)
-[ -n "$wheel" ] || { echo "no rocmlab wheel was built" >&2; exit 1; }
+mkdir -p "$work/reports"
 
 docker run -d --name "$name" --network rocmlab-test --label rocmlab.fixture=converged-build \
   "$ROCMLAB_IMAGE_DEBIAN12" sleep infinity >/dev/null
@@ -41,7 +34,7 @@ docker exec "$name" useradd --create-home researcher
 
 ROCMLAB_CONVERGED_REPORTS="$work/reports" ANSIBLE_PIPELINING=True \
   ansible-playbook -i "$name," -c community.docker.docker \
-  -e @"$root/tools/images/converged.yml" -e "smoke_test_wheel=$wheel" \
+  -e @"$root/tools/images/converged.yml" \
   "$root/playbooks/site.yml"
 
 # The smoke job's report, fetched by the run: passed (the run also stops when the job fails).

@@ -1,0 +1,108 @@
+"""Every call of role framework_venv's entry points, checked against its meta/argument_specs.yml.
+
+framework_venv is internal: only this collection's roles include it, so its calls are checked
+here, once, instead of by Ansible's argument spec task on every host of every run
+(rolespec_validate: false at each call). A call that passes an option its entry point does not
+declare, leaves out a required one, or gives a literal of the wrong type fails here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECS = yaml.safe_load((ROOT / "roles/framework_venv/meta/argument_specs.yml").read_text())[
+    "argument_specs"
+]
+INCLUDES = {
+    "include_role",
+    "import_role",
+    "ansible.builtin.include_role",
+    "ansible.builtin.import_role",
+}
+NAMES = {"framework_venv", "rocmlab.rocmlab.framework_venv"}
+
+
+def tasks_in(items):
+    """The tasks of a task list, blocks opened."""
+    for task in items or []:
+        if not isinstance(task, dict):
+            continue
+        yield task
+        for part in ("block", "rescue", "always"):
+            yield from tasks_in(task.get(part))
+
+
+def calls():
+    """(file, task name, entry point, vars, rolespec_validate) of every call in roles/."""
+    found = []
+    for path in sorted(ROOT.glob("roles/*/tasks/*.yml")):
+        for task in tasks_in(yaml.safe_load(path.read_text())):
+            for key in INCLUDES & task.keys():
+                args = task[key]
+                if isinstance(args, dict) and args.get("name") in NAMES:
+                    where = f"{path.relative_to(ROOT)}: {task.get('name')}"
+                    found.append(
+                        (
+                            where,
+                            args.get("tasks_from", "main"),
+                            task.get("vars") or {},
+                            args.get("rolespec_validate", True),
+                        )
+                    )
+    return found
+
+
+CALLS = calls()
+
+
+def literal_fits(value, option: dict) -> bool:
+    """Whether VALUE, when it is not a template, has the option's type (and choice)."""
+    if isinstance(value, str) and "{{" in value:
+        return True
+    kind = option.get("type", "str")
+    if kind == "bool":
+        ok = isinstance(value, bool)
+    elif kind == "list":
+        ok = isinstance(value, list) and all(
+            isinstance(e, str) for e in value if option.get("elements") == "str"
+        )
+    elif kind in ("str", "path"):
+        ok = isinstance(value, str)
+    elif kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = True
+    return ok and ("choices" not in option or value in option["choices"])
+
+
+def test_the_roles_call_framework_venv():
+    entries = {entry for _, entry, _, _ in CALLS}
+    # The venv, pip, probe and record entry points are all used; a refactoring that stops finding
+    # the calls (another include form) must not pass by finding none.
+    assert {"venv", "pip", "probe", "record"} <= entries, entries
+    assert len(CALLS) >= 11
+
+
+@pytest.mark.parametrize("where,entry,given,validate", CALLS, ids=[c[0] for c in CALLS])
+def test_each_call_matches_its_entry_point(where, entry, given, validate):
+    assert entry in SPECS, f"{where}: framework_venv has no entry point {entry!r}"
+    options = SPECS[entry].get("options", {})
+    unknown = sorted(set(given) - set(options))
+    assert not unknown, f"{where}: {entry} does not declare {unknown}"
+    missing = sorted(k for k, o in options.items() if o.get("required") and k not in given)
+    assert not missing, f"{where}: {entry} requires {missing}"
+    wrong = sorted(k for k, v in given.items() if not literal_fits(v, options[k]))
+    assert not wrong, f"{where}: {entry}: {wrong} are not of the declared type or choices"
+    assert validate is False, f"{where}: set rolespec_validate: false (checked here instead)"
+
+
+def test_the_check_finds_a_bad_call():
+    option = SPECS["probe"]["options"]["framework_venv_framework"]
+    assert not literal_fits("jax", option)
+    assert literal_fits("torch", option)
+    assert not literal_fits("yes", SPECS["probe"]["options"]["framework_venv_probe_import"])
+    assert literal_fits("{{ x | bool }}", SPECS["probe"]["options"]["framework_venv_probe_import"])
