@@ -183,11 +183,17 @@ def _same_file(recorded: dict, now: dict) -> bool:
     return all(recorded.get(name) == now.get(name) for name in fields)
 
 
-def rollback_plan(known: dict, installed: dict[str, str], files_now: dict[str, dict]) -> dict:
+def rollback_plan(
+    known: dict,
+    installed: dict[str, str],
+    files_now: dict[str, dict],
+    venvs: list[dict] | None = None,
+) -> dict:
     """What returns a host to its known-good record KNOWN (as load() returns it).
 
     installed: every installed package, name -> version (parse_dpkg).
     files_now: for each apt file the record lists, its state now (apt_files.Record.to_dict()).
+    venvs: what becomes of each venv the record froze (venv_keep.restore_plan), or None.
 
     Returns the apt files to write back (rocmlab_apt_files' files: bytes, owner, mode as
     recorded) and to remove; the package changes to the recorded versions (name=version for
@@ -251,7 +257,10 @@ def rollback_plan(known: dict, installed: dict[str, str], files_now: dict[str, d
         "downgrade": any(c["action"] in ("downgrade", "rebuild") for c in changes),
         "remove_packages": later,
         "unlisted": unlisted,
-        "summary": rollback_summary(known, amd_now, files, remove, changes, later, unlisted),
+        "venvs": venvs or [],
+        "summary": rollback_summary(
+            known, amd_now, files, remove, changes, later, unlisted, venvs or []
+        ),
     }
 
 
@@ -260,13 +269,16 @@ def _release_key(version: str) -> tuple[int, ...]:
     return release_key(release_of(version) or version)
 
 
-def rollback_summary(known, amd_now, files, remove, changes, later, unlisted) -> str:
+def rollback_summary(known, amd_now, files, remove, changes, later, unlisted, venvs=()) -> str:
     """One line: "7.1.0 -> 6.4.2 (known-good since ...): ..." or that the host is in it.
-    amd_now: AMD's installed packages (managed_packages), name -> version."""
+    amd_now: AMD's installed packages (managed_packages), name -> version; venvs: as
+    venv_keep.restore_plan returns them."""
+    restored = [v["path"] for v in venvs if v["action"] == "restore"]
+    failing = [v["path"] for v in venvs if v["action"] == "fail"]
     now = sorted({release_of(v) for v in amd_now.values()}, key=_release_key)
     head = f"{', '.join(now) or 'no ROCm'} \u2192 {known['rocm_version'] or 'no ROCm'}"
     head += f" (the known-good state since {known['since']})"
-    if not (files or remove or changes or later):
+    if not (files or remove or changes or later or restored or failing):
         line = f"{head}: the host is in its known-good state already"
     else:
         parts = []
@@ -279,6 +291,13 @@ def rollback_summary(known, amd_now, files, remove, changes, later, unlisted) ->
             parts.append(f"{len(changes)} package(s) change ({listed})")
         if later:
             parts.append(f"removed, of a release the record does not hold: {', '.join(later)}")
+        if restored:
+            parts.append(f"venvs put back from their kept copies: {', '.join(restored)}")
+        if failing:
+            parts.append(
+                f"venvs that differ from the record with no kept copy to put back"
+                f" (the rollback stops there): {', '.join(failing)}"
+            )
         line = f"{head}: " + "; ".join(parts)
     if unlisted:
         line += f"; left as they are (not in the record): {', '.join(unlisted)}"

@@ -334,6 +334,11 @@ def gpus_from_kfd(nodes: list[dict], targets: dict, pci_ids: dict, warnings: lis
             "gfx_target_version": version,
             "simd_count": props.get("simd_count", 0),
             "unique_id": str(props.get("unique_id", 0) or ""),
+            # The render node /dev/dri/renderD<minor> (role slurm_health's gres.conf); None
+            # when the kernel does not say.
+            "render_minor": props["drm_render_minor"]
+            if isinstance(props.get("drm_render_minor"), int)
+            else None,
         }
         gpu.update(
             describe(
@@ -366,6 +371,7 @@ def gpus_from_pci(
             "gfx_target_version": 0,
             "simd_count": 0,
             "unique_id": "",
+            "render_minor": None,
         }
         gpu.update(describe("", dev["device"], targets, pci_ids))
         if not gpu["gfx_target"]:

@@ -69,6 +69,11 @@ packages:
   description: How many AMD packages the record lists.
   returned: always
   type: int
+venvs:
+  description: The venvs this record and the one it replaces froze (whose kept copies can go).
+  returned: always
+  type: list
+  elements: str
 """
 
 import datetime
@@ -79,12 +84,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils import (
     apt_files,
     known_good,
+    venv_keep,
 )
 
 SMALL = 64 * 1024
-FREEZE_TIMEOUT = 120
-# pip runs with this environment only: nothing of the caller's (PYTHON*, PIP_*) reaches it.
-CLEAN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
 
 
 def read_small(path: str, limit: int = SMALL) -> str | None:
@@ -94,27 +97,13 @@ def read_small(path: str, limit: int = SMALL) -> str | None:
 
 
 def freeze(module, venv: str) -> list[str] | None:
-    python = os.path.join(venv, "bin", "python")
-    if not os.path.isdir(venv):
-        return None
-    for path in (venv, os.path.join(venv, "bin")):
-        if os.lstat(path).st_uid != 0:
-            module.fail_json(
-                msg=f"rocmlab_known_good: {path} is not root's; its pip is not run as root"
-            )
-    if os.stat(python).st_uid != 0:
-        module.fail_json(
-            msg=f"rocmlab_known_good: {python} does not belong to root; it is not run as root"
+    """VENV's freeze (venv_keep.freeze: the same lines a rollback compares), None when absent."""
+    try:
+        return venv_keep.freeze(
+            lambda argv, env: module.run_command(argv, environ_update=env), venv
         )
-    rc, out, err = module.run_command(
-        ["/usr/bin/timeout", str(FREEZE_TIMEOUT), python, "-I", "-m", "pip", "freeze", "--all"],
-        environ_update=CLEAN_ENV,
-    )
-    if rc != 0:
-        module.fail_json(
-            msg=f"rocmlab_known_good: pip freeze in {venv} failed (exit {rc}): {err.strip()[-400:]}"
-        )
-    return known_good.parse_freeze(out)
+    except (ValueError, OSError) as err:
+        module.fail_json(msg=f"rocmlab_known_good: {err}; the known-good record was not written")
 
 
 def framework_venvs(directory: str) -> list[str]:
@@ -206,6 +195,8 @@ def main():
         since=kept["since"],
         rocm_version=kept["rocm_version"],
         packages=len(kept["packages"]),
+        # Their kept copies (module rocmlab_venv_keep) are not needed once this state is recorded.
+        venvs=sorted(set(kept["venvs"]) | set((previous or {}).get("venvs") or {})),
         replaced_invalid=replaced,
     )
 

@@ -14,7 +14,9 @@ description:
     record's apt files as they are now, and returns what puts the host back - the apt files to
     write back byte-identical (in the form M(rocmlab.rocmlab.rocmlab_apt_files) takes) or to
     remove, AMD's packages to move to their recorded versions (C(name=version)), and AMD's
-    packages of a release the record does not hold, which came with the change being undone.
+    packages of a release the record does not hold, which came with the change being undone, and
+    the venvs the record froze whose C(pip freeze) differs now - put back from the copy kept
+    beside each (M(rocmlab.rocmlab.rocmlab_venv_keep)) when it has the recorded freeze.
   - Changes nothing; the rules are in C(plugins/module_utils/known_good.py) (rollback_plan).
   - Fails, naming the path and what to do, when the host has no record (it never passed the
     health gate since rocmlab began recording) or the record is not one (a link, not root's,
@@ -79,6 +81,14 @@ unlisted:
   returned: success
   type: list
   elements: str
+venvs:
+  description: >-
+    Each venv the record froze - path, action (in_state; restore - its kept copy, made by
+    M(rocmlab.rocmlab.rocmlab_venv_keep) before a run altered it, has the recorded freeze and is
+    put back; fail - no copy to put back: why names what differs and the pip command) and why.
+  returned: success
+  type: list
+  elements: dict
 summary:
   description: One line saying the move and what changes, or that the host is in its state.
   returned: success
@@ -93,6 +103,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils import (
     apt_files,
     known_good,
+    venv_keep,
 )
 
 
@@ -128,7 +139,15 @@ def main():
             if not isinstance(name, str) or not apt_files.is_clean_path(name):
                 raise ValueError(f"the record names {name!r} as an apt file")
             now[name] = apt_files.read_record(name).to_dict()
-        plan = known_good.rollback_plan(record, installed, now)
+        recorded = venv_keep.recorded_venvs(record)
+        venvs_now, kept = venv_keep.host_freezes(
+            recorded,
+            lambda venv: venv_keep.freeze(
+                lambda argv, env: module.run_command(argv, environ_update=env), venv
+            ),
+        )
+        venvs = venv_keep.restore_plan(recorded, venvs_now, kept)
+        plan = known_good.rollback_plan(record, installed, now, venvs)
     except (apt_files.FileRefused, ValueError, KeyError, OSError) as err:
         module.fail_json(msg=f"rocmlab_rollback_plan: {path}: {err}; nothing was changed")
     module.exit_json(changed=False, **plan)

@@ -28,6 +28,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -544,6 +545,7 @@ def test_a_hosts_fleet_plan_runs_nothing_on_the_controller(hostile_run) -> None:
 # E1 and E2, which recorded that state as its known-good one.
 APT_FILES = "find /etc/apt -type f -print0 | sort -z | xargs -0 sha256sum; find /etc/apt -type l"
 FREEZE = f"{VENV}/bin/python -m pip freeze"
+WHEELS = "/opt/rocmlab/wheels"
 KNOWN_GOOD = "/var/lib/rocmlab/known-good.json"
 # AMD's packages: their version carries the release (6.4.2.60402-1, 1.0.0.60402-1, 1:6.4.60402-1).
 AMD_VERSION = re.compile(r"\.\d{5,6}-")
@@ -552,6 +554,24 @@ AMD_VERSION = re.compile(r"\.\d{5,6}-")
 def amd_packages(name: str) -> list[str]:
     listed = host(name).check_output("dpkg-query -W -f '${Package} ${Version} ${Status}\\n'")
     return sorted(line for line in listed.splitlines() if AMD_VERSION.search(line))
+
+
+def newer_wheel() -> Path:
+    """A rocmlab wheel of a later version (0.1.0.post1) built on the controller from this
+    checkout, as an admin upgrading rocmlab together with ROCm hands the rollout one."""
+    copy = EPHEMERAL / "rocmlab-next"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(PROJECT / "src", copy / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PROJECT / "README.md", copy)
+    pyproject = (PROJECT / "pyproject.toml").read_text()
+    assert '\nversion = "0.1.0"\n' in pyproject
+    (copy / "pyproject.toml").write_text(
+        pyproject.replace('\nversion = "0.1.0"\n', '\nversion = "0.1.0.post1"\n')
+    )
+    build = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
+    subprocess.run([*build, "--wheel-dir", str(copy / "dist"), str(copy)], check=True)
+    (wheel,) = (copy / "dist").glob("rocmlab-0.1.0.post1-*.whl")
+    return wheel
 
 
 @pytest.fixture(scope="module")
@@ -566,7 +586,10 @@ def run_g(run_e2):
     }
     others = snapshot(A, B)
     lab = {**LAB_E, F: {**AMD_SOURCE, "rocm_repo_version": "7.1.1", "smoke_test_doctor": True}}
-    run = rollout(inventory("g", lab), "--limit", F)
+    # rocmlab moves on with ROCm: the smoke job installs the newer wheel into the venv before
+    # the gate fails, so the venv the rollback must put back really changed.
+    wheel = newer_wheel()
+    run = rollout(inventory("g", lab), "--limit", F, extra={"smoke_test_wheel": str(wheel)})
     return run, before, others
 
 
@@ -589,7 +612,16 @@ def test_g_a_host_whose_gate_fails_after_the_change_is_rolled_back(run_g) -> Non
     # bytes, the venv, the record itself; nothing of 7.1.1 left, no quarantine.
     assert amd_packages(F) == before["amd"]
     assert f.check_output(APT_FILES) == before["apt"]
+    # The venv: the rollout changed it (rocmlab 0.1.0 -> 0.1.0.post1, after a copy of it was
+    # kept beside it), the rollback put that copy back: the same freeze, no copy left.
+    assert f"rocmlab @ file://{WHEELS}/rocmlab-0.1.0-py3-none-any.whl" in before["venv"]
+    kept = r"Keep the venv's known-good state beside it before the wheel changes it\] \**"
+    assert re.search(kept + rf" changed: \[{F}\]", text), text[-3000:]
+    assert f.file(f"{WHEELS}/rocmlab-0.1.0.post1-py3-none-any.whl").exists
+    assert f"venvs put back from their kept copies: {VENV}" in text, text[-3000:]
     assert f.check_output(FREEZE) == before["venv"]
+    assert "0.1.0.post1" not in f.check_output(FREEZE)
+    assert f.check_output(f"ls -A {os.path.dirname(VENV)}").split() == ["pytorch"]
     assert f.check_output(f"sha256sum {KNOWN_GOOD}") == before["known_good"]
     assert f.file("/opt/rocm").linked_to == "/opt/rocm-6.4.2"
     assert not f.file("/opt/rocm-7.1.1").exists

@@ -19,7 +19,7 @@ from rocmlab.commands.argtypes import (
     number,
     writable_output,
 )
-from rocmlab.common.errors import UsageError
+from rocmlab.common.errors import RocmlabError, UsageError
 
 NAME = "health"
 USAGE_EXIT = 2
@@ -29,6 +29,7 @@ EXIT_CODES = """exit codes:
   1  a check failed
   2  bad arguments, or the --json or --textfile file cannot be written (the lines are printed
      first)
+  3  --slurm-gate: the node's state could not be read or changed (the lines are printed first)
   130, 143  interrupted by SIGINT, SIGTERM (the checks still running are killed first)"""
 _SIZE = re.compile(r"^(\d+)\s*([KMGT]?)(?:i?B)?$", re.IGNORECASE)
 _ACCOUNT = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,31}\$?$")
@@ -200,6 +201,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="also write the verdict for node_exporter's textfile collector, atomically "
         "(the file must end in .prom, in the collector's directory)",
     )
+    parser.add_argument(
+        "--slurm-gate",
+        action="store_true",
+        help="then act on the verdict in Slurm (as HealthCheckProgram, as root): a failure drains "
+        "the node with Reason='rocmlab: CHECK: FIX'; a pass resumes it only when rocmlab drained "
+        "it and this tier covers the check that did; an operator's drain stays",
+    )
+    parser.add_argument(
+        "--slurm-node",
+        default=None,
+        metavar="NAME",
+        help="--slurm-gate: the node's name in Slurm (default: $SLURMD_NODENAME, which slurmd "
+        "sets, else the short host name)",
+    )
+    parser.add_argument(
+        "--scontrol",
+        default="scontrol",
+        metavar="PATH",
+        help="--slurm-gate: the scontrol command (default: %(default)s, from PATH)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -262,6 +283,7 @@ def run(args: argparse.Namespace) -> int:
         writable_output("--textfile", args.textfile, USAGE_EXIT)
     if args.tier >= 2:
         _check_smoke_args(args)
+    slurm_node = _slurm_node(args) if args.slurm_gate else None
     runner = recorded_runner(args.commands_from) if args.commands_from else run_command
     ctx = Context(
         sysfs_root=args.sysfs_root,
@@ -306,4 +328,50 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             why = exc.strerror or str(exc)
             raise OutputError(f"{option} {target}: cannot write it ({why})") from None
+    if slurm_node is not None:
+        _slurm_gate(doc, slurm_node, args.scontrol, runner=run_command, out=out)
     return int(doc["exit_code"])
+
+
+SLURM_GATE_EXIT = 3
+
+
+class SlurmGateFailed(RocmlabError):
+    """--slurm-gate could not read or change the node's state: exit 3."""
+
+    exit_code = SLURM_GATE_EXIT
+
+
+def _slurm_node(args: argparse.Namespace) -> str:
+    """The node's name in Slurm: --slurm-node, else $SLURMD_NODENAME, else the short host name."""
+    import os
+
+    from rocmlab.health.slurm import SlurmGateError, node_name
+
+    if args.slurm_node is not None:
+        source, name = "--slurm-node", args.slurm_node
+    elif os.environ.get("SLURMD_NODENAME"):
+        source, name = "SLURMD_NODENAME", os.environ["SLURMD_NODENAME"]
+    else:
+        source, name = "the host name", socket.gethostname().split(".")[0]
+    try:
+        return node_name(name)
+    except SlurmGateError as exc:
+        raise UsageError(f"{source}: {exc}", USAGE_EXIT) from None
+
+
+def _slurm_gate(doc: dict, node: str, scontrol: str, runner, out) -> None:
+    """Drain or resume ``node`` as the verdict says (rocmlab.health.slurm); exit 3 when its
+    state could not be read or changed."""
+    from rocmlab.common.textsafe import for_terminal
+    from rocmlab.health.slurm import SlurmGateError, gate
+    from rocmlab.health.table import CHECKS, STATEFUL
+
+    # A check that fails on what rose since the last run (RAS errors, PCIe replays, kernel log
+    # lines) passes on the next run although nothing was fixed: its drain waits for tier 2.
+    tiers = {spec.name: 2 if spec.name in STATEFUL else spec.tier for spec in CHECKS}
+    try:
+        action = gate(doc, node, runner, tiers, scontrol)
+    except SlurmGateError as exc:
+        raise SlurmGateFailed(f"--slurm-gate: {for_terminal(str(exc))}") from None
+    print(f"slurm: {for_terminal(action.why)}", file=out)

@@ -1,0 +1,186 @@
+#!/usr/bin/python
+# Copyright: rocmlab contributors
+# Apache License 2.0
+"""Keep a venv the known-good record froze side by side while a run alters it; put it back."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: rocmlab_venv_keep
+short_description: Keep the known-good venvs side by side until the health gate passes
+description:
+  - C(state=kept), before a run alters I(venv) (pip installs or removes in it) - when the host's
+    known-good record (I(path)) froze that venv and its C(pip freeze) is still the record's, a copy
+    is kept beside it as C(.NAME.rocmlab-kept) in the same directory, made of hard links
+    (C(cp -al)) - owned and moded as the venv, costing room only for the files pip then replaces
+    (pip unlinks a file before writing it again, so the copy keeps the old bytes); a copy that
+    already has the record's freeze is left as it is. A venv that differs from the record already
+    is not kept (a warning says so).
+  - C(state=released), once the host passed the health gate and its new state is recorded -
+    removes the kept copies of I(venvs) (and anything a stopped step left).
+  - C(state=restored), in a rollback - for each venv the record froze, a venv whose freeze is not
+    the record's is exchanged with its kept copy when that copy has the record's freeze (one
+    rename), and the changed venv removed; with no such copy the task fails naming the venv, what
+    differs and the pip command that puts the recorded freeze back. Nothing is changed then.
+  - The rules are in C(plugins/module_utils/venv_keep.py); a venv, its copy and their directory
+    must be root's. At no step is the host left without a working venv at its path (see there).
+options:
+  state:
+    description: What to do.
+    type: str
+    choices: [kept, released, restored]
+    required: true
+  venv:
+    description: The venv a run is about to alter (C(state=kept)).
+    type: path
+  venvs:
+    description: The venvs whose kept copies are removed (C(state=released)).
+    type: list
+    elements: path
+    default: []
+  path:
+    description: The known-good record.
+    type: path
+    default: /var/lib/rocmlab/known-good.json
+author: rocmlab contributors (@rocmlab)
+seealso:
+  - module: rocmlab.rocmlab.rocmlab_known_good
+  - module: rocmlab.rocmlab.rocmlab_rollback_plan
+"""
+
+EXAMPLES = r"""
+- name: Keep the venv's known-good state before pip changes it
+  rocmlab.rocmlab.rocmlab_venv_keep:
+    state: kept
+    venv: /opt/rocmlab/venvs/pytorch
+
+- name: Put the venvs back in their known-good state
+  rocmlab.rocmlab.rocmlab_venv_keep:
+    state: restored
+"""
+
+RETURN = r"""
+action:
+  description: C(state=kept) - keep, none or stale (see venv_keep.keep_decision).
+  returned: state=kept
+  type: str
+why:
+  description: C(state=kept) - why, in words.
+  returned: state=kept
+  type: str
+kept:
+  description: C(state=kept) - the kept copy's path.
+  returned: state=kept
+  type: str
+released:
+  description: C(state=released) - the venvs whose kept copies were removed.
+  returned: state=released
+  type: list
+  elements: str
+venvs:
+  description: C(state=restored) - each recorded venv's path, action (in_state, restore, fail), why.
+  returned: state=restored
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import known_good, venv_keep
+
+
+def read_record(path: str) -> dict | None:
+    """The known-good record (None: there is none); ValueError when it cannot be used."""
+    try:
+        content = known_good.read_root_file(path, known_good.MAX_BYTES)
+        return None if content is None else known_good.load(content)
+    except (ValueError, OSError) as err:
+        raise ValueError(f"the known-good record {path} cannot be used: {err}") from err
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "state": {"type": "str", "choices": ["kept", "released", "restored"], "required": True},
+            "venv": {"type": "path"},
+            "venvs": {"type": "list", "elements": "path", "default": []},
+            "path": {"type": "path", "default": "/var/lib/rocmlab/known-good.json"},
+        },
+        required_if=[("state", "kept", ["venv"])],
+        supports_check_mode=True,
+    )
+    params = module.params
+
+    def run(argv, env=None):
+        return module.run_command(argv, environ_update=env or {})
+
+    def freeze(venv):
+        return venv_keep.freeze(run, venv)
+
+    try:
+        if params["state"] == "kept":
+            venv = venv_keep.check_venv_path(params["venv"])
+            kept = venv_keep.kept_path(venv)
+            unusable = None
+            try:
+                recorded = venv_keep.recorded_venvs(read_record(params["path"])).get(venv)
+            except ValueError as err:
+                # Nothing to keep a copy for; the next passing gate writes a new record.
+                recorded, unusable = None, str(err)
+                module.warn(f"rocmlab_venv_keep: {venv} is not kept: {err}")
+            now = venv_keep.readable_freeze(venv, freeze, "venv") if recorded is not None else None
+            copy = venv_keep.kept_freeze(venv, freeze) if recorded is not None else None
+            action, why = venv_keep.keep_decision(recorded, now, copy)
+            why = unusable or why
+            if action == "keep" and not module.check_mode:
+                venv_keep.check_parent(venv)
+                venv_keep.make_kept_copy(venv, run)
+                if freeze(kept) != recorded:
+                    raise ValueError(f"the copy {kept} does not have {venv}'s freeze")
+            if action == "stale":
+                module.warn(
+                    f"rocmlab_venv_keep: {venv} is not kept: {why}. A rollback cannot put it back"
+                    " from a kept copy."
+                )
+            module.exit_json(changed=action == "keep", action=action, why=why, kept=kept)
+
+        if params["state"] == "released":
+            released = []
+            for venv in sorted(set(params["venvs"])):
+                venv_keep.check_venv_path(venv)
+                names = (venv_keep.kept_path(venv), venv_keep.keeping_path(venv))
+                names += (venv_keep.trash_path(venv),)
+                if not any(venv_keep.is_root_dir(name) for name in names):
+                    continue
+                released.append(venv)
+                if not module.check_mode:
+                    venv_keep.release(venv)
+            module.exit_json(changed=bool(released), released=released)
+
+        record = read_record(params["path"])
+        if record is None:
+            module.fail_json(
+                msg=f"rocmlab_venv_keep: there is no known-good record at {params['path']}"
+            )
+        recorded = venv_keep.recorded_venvs(record)
+        now, kept = venv_keep.host_freezes(recorded, freeze)
+        plan = venv_keep.restore_plan(recorded, now, kept)
+        failing = [entry["why"] for entry in plan if entry["action"] == "fail"]
+        if failing:
+            module.fail_json(
+                msg="rocmlab_venv_keep: " + " ".join(failing) + " Nothing was changed.",
+                venvs=plan,
+            )
+        restore = [entry["path"] for entry in plan if entry["action"] == "restore"]
+        if not module.check_mode:
+            for venv in restore:
+                venv_keep.check_parent(venv)
+                venv_keep.put_back(venv)
+                if freeze(venv) != recorded[venv]:
+                    raise ValueError(f"{venv} was put back but its freeze is not the record's")
+        module.exit_json(changed=bool(restore), venvs=plan)
+    except (ValueError, OSError) as err:
+        module.fail_json(msg=f"rocmlab_venv_keep: {err}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,348 @@
+"""The frameworks' venvs in a rollback (plugins/module_utils/venv_keep.py, the module
+rocmlab_venv_keep): the policy over its cases, then the module in-process on real venvs made by
+this machine's Python (pip and setuptools from ensurepip, changed by their own pip)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import known_good, venv_keep
+from ansible_modules import load_module, run_module
+
+module = load_module("rocmlab_venv_keep")
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the module checks root's ownership")
+
+VENV = "/opt/rocmlab/venvs/pytorch"
+GOOD = ["numpy==2.1.0", "rocmlab @ file:///var/lib/rocmlab/wheels/rocmlab-0.1.0-py3-none-any.whl"]
+GOOD += ["torch==2.9.1+rocm6.4"]
+MOVED = ["numpy==2.1.0", "rocmlab @ file:///var/lib/rocmlab/wheels/rocmlab-0.1.0-py3-none-any.whl"]
+MOVED += ["torch==2.10.0+rocm7.1"]
+
+
+def test_the_kept_copy_lives_beside_the_venv():
+    assert venv_keep.kept_path(VENV) == "/opt/rocmlab/venvs/.pytorch.rocmlab-kept"
+    assert venv_keep.keeping_path(VENV) == "/opt/rocmlab/venvs/.pytorch.rocmlab-keeping"
+    assert venv_keep.trash_path(VENV) == "/opt/rocmlab/venvs/.pytorch.rocmlab-trash"
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("opt/venv", "not an absolute path"),
+        ("/opt/venv\0x", "not an absolute path"),
+        (None, "not an absolute path"),
+        ("/opt/../etc", "not a normalized path"),
+        ("/opt/venv/", "not a normalized path"),
+        ("/", "not a normalized path"),
+        ("/opt/venvs/.pytorch.rocmlab-kept", "a kept copy's name"),
+    ],
+)
+def test_a_bad_venv_path_is_refused_naming_it(path, says):
+    with pytest.raises(ValueError, match=says) as err:
+        venv_keep.check_venv_path(path)
+    assert repr(path) in str(err.value)
+
+
+KEEP_CASES = [
+    # recorded, now, kept -> action
+    (None, GOOD, None, "none", "has not frozen"),
+    (GOOD, GOOD, None, "keep", "has the known-good freeze"),
+    (GOOD, GOOD, MOVED, "keep", "replacing an older kept copy"),
+    (GOOD, MOVED, GOOD, "none", "kept copy has the known-good freeze already"),
+    (GOOD, GOOD, GOOD, "none", "kept copy has the known-good freeze already"),
+    (GOOD, None, None, "none", "no venv to keep"),
+    (GOOD, MOVED, None, "stale", "torch==2.9.1+rocm6.4"),
+    (GOOD, MOVED, MOVED, "stale", "the venv has torch==2.10.0+rocm7.1 instead"),
+]
+
+
+@pytest.mark.parametrize(("recorded", "now", "kept", "action", "says"), KEEP_CASES)
+def test_what_is_kept_before_a_run_alters_a_venv(recorded, now, kept, action, says):
+    got, why = venv_keep.keep_decision(recorded, now, kept)
+    assert got == action
+    assert says in why
+
+
+def test_a_rollback_puts_back_the_kept_copy_that_has_the_recorded_freeze():
+    recorded = {VENV: GOOD, "/opt/rocmlab/venvs/tensorflow": ["tensorflow-rocm==2.18.1"]}
+    now = {VENV: MOVED, "/opt/rocmlab/venvs/tensorflow": ["tensorflow-rocm==2.18.1"]}
+    plan = venv_keep.restore_plan(recorded, now, {VENV: GOOD})
+    assert [(entry["path"], entry["action"]) for entry in plan] == [
+        (VENV, "restore"),
+        ("/opt/rocmlab/venvs/tensorflow", "in_state"),
+    ]
+    assert "/opt/rocmlab/venvs/.pytorch.rocmlab-kept has the recorded freeze" in plan[0]["why"]
+    assert "the record has torch==2.9.1+rocm6.4" in plan[0]["why"]
+
+
+@pytest.mark.parametrize(
+    ("now", "kept", "found"),
+    [
+        (MOVED, None, "there is no kept copy to put back"),
+        (None, None, "the venv is missing; there is no kept copy"),
+        (MOVED, MOVED, "a kept copy of another freeze (the record has torch==2.9.1+rocm6.4"),
+        (MOVED, ["# unreadable kept copy: pip freeze failed"], "unreadable kept copy"),
+    ],
+)
+def test_without_a_copy_to_put_back_the_message_names_the_venv_what_differs_and_the_fix(
+    now, kept, found
+):
+    (entry,) = venv_keep.restore_plan({VENV: GOOD}, {VENV: now}, {VENV: kept})
+    assert entry["action"] == "fail"
+    why = entry["why"]
+    assert why.startswith(f"{VENV} differs from its known-good freeze: ")
+    assert found in why, why
+    assert (
+        f"run: {VENV}/bin/python -m pip install --no-deps 'numpy==2.1.0' 'torch==2.9.1+rocm6.4'"
+        " (and, from where they came, rocmlab @ file:///var/lib/rocmlab/wheels/" in why
+    ), why
+
+
+def test_a_long_difference_is_cut_short():
+    many = [f"pkg{n:02}==1.0" for n in range(30)]
+    text = venv_keep.differs(many, [])
+    assert text.startswith("the record has pkg00==1.0, pkg01==1.0") and text.endswith("and 18 more")
+
+
+def test_a_freeze_read_back_is_bounded_and_printable():
+    assert venv_keep.parse_freeze("# comment\n\nb==1\n  a==2  \n", VENV) == ["a==2", "b==1"]
+    with pytest.raises(ValueError, match=f"pip freeze in {VENV}: line 2 is over 1000"):
+        venv_keep.parse_freeze("a==1\n" + "b" * 1001 + "\n", VENV)
+    with pytest.raises(ValueError, match="line 1 holds characters outside printable ASCII"):
+        venv_keep.parse_freeze("a==1\x1b[2J\n", VENV)
+    with pytest.raises(ValueError, match="over 5000 requirement lines"):
+        venv_keep.parse_freeze("".join(f"p{n}==1\n" for n in range(5001)), VENV)
+    # known_good.parse_freeze (the record's lines before) reads a real freeze the same way.
+    text = "numpy==2.1.0\ntorch==2.9.1+rocm6.4\npip==23.0.1\n"
+    assert venv_keep.parse_freeze(text, VENV) == known_good.parse_freeze(text)
+
+
+def test_the_records_venvs_are_checked():
+    assert venv_keep.recorded_venvs({"venvs": {VENV: ["b==1", "a==1"]}}) == {VENV: ["a==1", "b==1"]}
+    assert venv_keep.recorded_venvs(None) == {}
+    with pytest.raises(ValueError, match="not a list of lines"):
+        venv_keep.recorded_venvs({"venvs": {VENV: "torch==2.9.1"}})
+    with pytest.raises(ValueError, match="not an absolute path"):
+        venv_keep.recorded_venvs({"venvs": {"venv": []}})
+
+
+def test_the_rollback_summary_says_which_venvs_are_put_back():
+    record, _ = known_good.record(
+        None,
+        known_good.state(
+            installed={"rocm-core": "6.4.2.60402-1"},
+            rocm_version="6.4.2",
+            apt_files=[],
+            venvs={VENV: GOOD},
+            gfx_override=None,
+            kernel="6.1.0-28-amd64",
+            rocmlab_version="0.1.0",
+        ),
+        "2026-12-01T10:00:00Z",
+    )
+    venvs = venv_keep.restore_plan({VENV: GOOD}, {VENV: MOVED}, {VENV: GOOD})
+    plan = known_good.rollback_plan(record, {"rocm-core": "6.4.2.60402-1"}, {}, venvs)
+    assert plan["venvs"] == venvs
+    assert plan["summary"].endswith(f": venvs put back from their kept copies: {VENV}")
+    in_state = venv_keep.restore_plan({VENV: GOOD}, {VENV: GOOD}, {})
+    plan = known_good.rollback_plan(record, {"rocm-core": "6.4.2.60402-1"}, {}, in_state)
+    assert plan["summary"].endswith("the host is in its known-good state already")
+    failing = venv_keep.restore_plan({VENV: GOOD}, {VENV: MOVED}, {VENV: None})
+    plan = known_good.rollback_plan(record, {"rocm-core": "6.4.2.60402-1"}, {}, failing)
+    assert "with no kept copy to put back (the rollback stops there): " + VENV in plan["summary"]
+
+
+# ---------------------------------------------------------------- the module, on real venvs
+
+
+def pip(venv: Path, *args: str) -> None:
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", *args],
+        check=True,
+        capture_output=True,
+    )
+
+
+def freeze(venv: Path) -> list[str]:
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-I", "-m", "pip", "freeze", "--all"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return known_good.parse_freeze(out)
+
+
+@pytest.fixture(scope="module")
+def made_venv(tmp_path_factory) -> Path:
+    """One venv of this machine's Python (pip and setuptools), copied for each test (its scripts
+    name where it was made; the tests run its pip as `python -m pip`)."""
+    path = tmp_path_factory.mktemp("venv-template") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    return path
+
+
+@pytest.fixture
+def host(made_venv, tmp_path):
+    """A venv in a root-owned directory and a known-good record that froze it."""
+    venvs = tmp_path / "venvs"
+    venvs.mkdir(mode=0o755)
+    venv = venvs / "pytorch"
+    subprocess.run(["cp", "-a", str(made_venv), str(venv)], check=True)
+    record_path = tmp_path / "known-good.json"
+    state = known_good.state(
+        installed={},
+        rocm_version="6.4.2",
+        apt_files=[],
+        venvs={str(venv): freeze(venv)},
+        gfx_override=None,
+        kernel="6.1.0-28-amd64",
+        rocmlab_version=None,
+    )
+    record, _ = known_good.record(None, state, "2026-12-01T10:00:00Z")
+    record_path.write_bytes(known_good.dump(record))
+    return venv, str(record_path), freeze(venv)
+
+
+def run(args, capsys, monkeypatch) -> dict:
+    return run_module(module, args, capsys, monkeypatch)
+
+
+def ours(venv: Path) -> list[str]:
+    return sorted(p.name for p in venv.parent.iterdir() if p.name != venv.name)
+
+
+@as_root
+def test_kept_before_pip_changes_it_and_put_back_by_the_rollback(host, capsys, monkeypatch):
+    venv, record, good = host
+    python = venv / "bin" / "python"
+    kept = run({"state": "kept", "venv": str(venv), "path": record}, capsys, monkeypatch)
+    assert kept["changed"] is True and kept["action"] == "keep", kept
+    copy = Path(kept["kept"])
+    assert copy == venv.parent / ".pytorch.rocmlab-kept"
+    assert ours(venv) == [".pytorch.rocmlab-kept"]
+    # Owned and moded as the venv; its files are the venv's own (hard links), so it costs no room.
+    for name in ("", "bin", "pyvenv.cfg", "bin/activate"):
+        a, b = (venv / name).lstat(), (copy / name).lstat()
+        assert (a.st_mode, a.st_uid, a.st_gid) == (b.st_mode, b.st_uid, b.st_gid), name
+    assert (venv / "pyvenv.cfg").stat().st_ino == (copy / "pyvenv.cfg").stat().st_ino
+
+    # The run changes the venv with its own pip: the copy keeps the recorded freeze.
+    pip(venv, "uninstall", "--yes", "setuptools")
+    assert freeze(venv) != good and freeze(copy) == good
+    # A second change in the same run (the smoke job's wheel after torch): the copy stays.
+    again = run({"state": "kept", "venv": str(venv), "path": record}, capsys, monkeypatch)
+    assert again["changed"] is False and again["action"] == "none", again
+
+    check = run(
+        {"state": "restored", "path": record, "_ansible_check_mode": True}, capsys, monkeypatch
+    )
+    assert check["changed"] is True and freeze(venv) != good
+    assert [(v["path"], v["action"]) for v in check["venvs"]] == [(str(venv), "restore")]
+
+    copy_inode = copy.stat().st_ino
+    restored = run({"state": "restored", "path": record}, capsys, monkeypatch)
+    assert restored["changed"] is True, restored
+    assert freeze(venv) == good
+    assert venv.stat().st_ino == copy_inode  # the copy itself, renamed into place
+    assert ours(venv) == []  # the changed venv removed, no copy left
+    assert python.exists()
+    again = run({"state": "restored", "path": record}, capsys, monkeypatch)
+    assert again["changed"] is False and again["venvs"][0]["action"] == "in_state"
+
+
+@as_root
+def test_the_gate_passing_removes_the_copy(host, capsys, monkeypatch):
+    venv, record, good = host
+    run({"state": "kept", "venv": str(venv), "path": record}, capsys, monkeypatch)
+    # A copy stopped half-way by an earlier run lies there too.
+    (venv.parent / ".pytorch.rocmlab-keeping").mkdir()
+    check = run(
+        {"state": "released", "venvs": [str(venv)], "_ansible_check_mode": True},
+        capsys,
+        monkeypatch,
+    )
+    assert check["changed"] is True and len(ours(venv)) == 2
+    released = run({"state": "released", "venvs": [str(venv)]}, capsys, monkeypatch)
+    assert released == {**released, "changed": True, "released": [str(venv)]}
+    assert ours(venv) == [] and freeze(venv) == good
+    again = run({"state": "released", "venvs": [str(venv)]}, capsys, monkeypatch)
+    assert again["changed"] is False
+
+
+@as_root
+def test_a_venv_changed_without_a_copy_stops_the_rollback_naming_it(host, capsys, monkeypatch):
+    venv, record, _good = host
+    pip(venv, "uninstall", "--yes", "setuptools")
+    kept = run({"state": "kept", "venv": str(venv), "path": record}, capsys, monkeypatch)
+    # (Ansible prints the module's warning with this why and "A rollback cannot put it back".)
+    assert kept["changed"] is False and kept["action"] == "stale"
+    assert kept["why"].startswith("it differs from the known-good record already: the record has")
+    assert ours(venv) == []
+    changed_freeze = freeze(venv)
+    result = run({"state": "restored", "path": record}, capsys, monkeypatch)
+    assert result["failed"] is True
+    says = result["msg"]
+    assert f"{venv} differs from its known-good freeze: the record has setuptools==" in says
+    assert f"run: {venv}/bin/python -m pip install --no-deps 'pip==" in result["msg"]
+    assert result["msg"].endswith("Nothing was changed.")
+    assert freeze(venv) == changed_freeze
+
+
+@as_root
+def test_a_restore_stopped_between_its_renames_is_finished(host, capsys, monkeypatch):
+    venv, record, good = host
+    run({"state": "kept", "venv": str(venv), "path": record}, capsys, monkeypatch)
+    pip(venv, "uninstall", "--yes", "setuptools")
+    # Where the file system cannot exchange: the venv went to the trash name, the host stopped.
+    os.rename(venv, venv.parent / ".pytorch.rocmlab-trash")
+    result = run({"state": "restored", "path": record}, capsys, monkeypatch)
+    assert result["changed"] is True, result
+    assert freeze(venv) == good
+    assert ours(venv) == [".pytorch.rocmlab-trash"]  # removed when the gate passes
+    run({"state": "released", "venvs": [str(venv)]}, capsys, monkeypatch)
+    assert ours(venv) == []
+
+
+@as_root
+def test_a_venv_the_record_did_not_freeze_is_not_kept(host, capsys, monkeypatch, tmp_path):
+    venv, _record, _good = host
+    other = tmp_path / "none.json"
+    kept = run({"state": "kept", "venv": str(venv), "path": str(other)}, capsys, monkeypatch)
+    assert kept["changed"] is False and kept["action"] == "none" and ours(venv) == []
+    # A record that cannot be used: nothing to keep, said, and the run goes on.
+    other.write_text(json.dumps({"format": 1}))
+    kept = run({"state": "kept", "venv": str(venv), "path": str(other)}, capsys, monkeypatch)
+    assert kept["action"] == "none" and ours(venv) == []
+    assert kept["why"].startswith(f"the known-good record {other} cannot be used: it lacks since")
+
+
+@as_root
+def test_a_planted_kept_copy_is_refused(host, capsys, monkeypatch):
+    venv, record, _good = host
+    (venv.parent / ".pytorch.rocmlab-kept").symlink_to("/etc")
+    result = run({"state": "kept", "venv": str(venv), "path": record}, capsys, monkeypatch)
+    assert result["failed"] is True
+    assert "is not a directory of root's; rocmlab leaves it alone" in result["msg"], result
+    assert Path("/etc/passwd").exists()
+
+
+@as_root
+def test_a_venv_whose_pip_cannot_run_is_put_back_from_its_copy(host, capsys, monkeypatch):
+    venv, record, good = host
+    run({"state": "kept", "venv": str(venv), "path": record}, capsys, monkeypatch)
+    # A run stopped while pip rewrote pip itself: the venv's pip does not start any more.
+    for path in (venv / "lib").glob("python3*/site-packages/pip"):
+        subprocess.run(["rm", "-rf", str(path)], check=True)
+    plan = run(
+        {"state": "restored", "path": record, "_ansible_check_mode": True}, capsys, monkeypatch
+    )
+    (entry,) = plan["venvs"]
+    assert entry["action"] == "restore" and "# unreadable venv: pip freeze in" in entry["why"]
+    restored = run({"state": "restored", "path": record}, capsys, monkeypatch)
+    assert restored["changed"] is True and freeze(venv) == good and ours(venv) == []
