@@ -50,6 +50,7 @@ PUBLIC_ROLES = (
     "rocmlab_fleet",
     "cluster_check",
     "lab_cache",
+    "slurm_health",
 )
 LAB_EXAMPLE = ROOT / "inventory" / "lab.example" / "group_vars" / "all.yml"
 CONTRACT = Path("src") / "rocmlab" / "data" / "cli_contract.json"

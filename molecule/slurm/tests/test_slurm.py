@@ -1,0 +1,197 @@
+"""Role slurm_health against a real Slurm: what converge left (slurm.conf's lines, the wrapper,
+gres.conf), then slurmd started on the two GPU nodes, and in order: a GPU missing from gpu1's
+KFD topology drains it within one interval with a rocmlab reason naming gpu_count, and putting
+it back resumes it; an operator's drain of gpu2 stays through the health runs; a job with
+--gres=gpu:1 runs the smoke job on an allocated node and its report is there; a hanging check on
+gpu2 is cut and neither drains it nor stalls slurmd; bad input is refused before any change.
+Every wait is bounded (HealthCheckInterval is 5 s here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+import testinfra
+from playbook_runs import play, said
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+HEAD, GPU1, GPU2 = "rocmlab-slurm-head", "rocmlab-slurm-gpu1", "rocmlab-slurm-gpu2"
+INTERVAL = 5
+STATE = "/var/lib/rocmlab/health/slurm"
+WRAPPER = "/usr/local/sbin/rocmlab-slurm-health"
+TOPOLOGY = "/srv/rocmlab-fixture/machine/sys/class/kfd/kfd/topology/nodes"
+
+
+def node(name: str):
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def shown(name: str) -> dict[str, str]:
+    """State and reason of a node, as scontrol on the head says."""
+    line = node(HEAD).check_output(f"scontrol show node -o {name}")
+    state = re.search(r"\sState=(\S+)", line)[1]
+    reason = re.search(r"\sReason=(.*?)(?: \[[^\]]+@[^\]]+\]|$)", line)
+    return {"state": state, "reason": reason[1] if reason else ""}
+
+
+def wait_for(what: str, test, bound: float):
+    """Poll ``test`` every half second until it returns something true, at most ``bound`` s."""
+    deadline = time.monotonic() + bound
+    while True:
+        found = test()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {bound:g} s: {what}")
+        time.sleep(0.5)
+
+
+def gate_runs(name: str) -> float:
+    """When the wrapper's last run on ``name`` ended (its gate.log), 0 when none."""
+    host = node(name)
+    out = host.run(f"stat -c %Y {STATE}/gate.log")
+    return float(out.stdout) if out.rc == 0 else 0.0
+
+
+def next_run(name: str, bound: float = 3 * INTERVAL + 10) -> str:
+    """Wait for a health run on ``name`` that starts after now and ends; its gate.log."""
+    start = time.time()
+    wait_for(f"a health run on {name}", lambda: gate_runs(name) > start + 0.5, bound)
+    time.sleep(0.5)  # the gate's last line follows the report
+    return node(name).file(f"{STATE}/gate.log").content_string
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slurmd():
+    """slurmd on both GPU nodes (gres.conf is the role's), both idle."""
+    for name in (GPU1, GPU2):
+        node(name).run_expect([0], "pgrep -x slurmd || slurmd")
+    wait_for(
+        "both GPU nodes idle",
+        lambda: all(shown(n)["state"] == "IDLE" for n in (GPU1, GPU2)),
+        40,
+    )
+
+
+def test_converge_configured_slurm_and_the_nodes_run_the_check():
+    conf = node(GPU1).file("/etc/slurm/slurm.conf").content_string
+    assert f"HealthCheckProgram={WRAPPER}" in conf.splitlines()
+    assert f"HealthCheckInterval={INTERVAL}" in conf.splitlines()
+    assert "HealthCheckNodeState=IDLE,CYCLE" in conf.splitlines()
+    assert node(HEAD).file("/etc/slurm/slurm.conf").content_string == conf
+    assert not node(HEAD).file(WRAPPER).exists  # the controller has no GPU
+    gres = node(GPU1).file("/etc/slurm/gres.conf").content_string.splitlines()
+    assert [x.split("  #")[0] for x in gres if not x.startswith("#")] == [
+        f"NodeName={GPU1} Name=gpu File=/dev/dri/renderD128",
+        f"NodeName={GPU1} Name=gpu File=/dev/dri/renderD129",
+    ]
+    wrapper = node(GPU1).file(WRAPPER)
+    assert (wrapper.user, wrapper.mode) == ("root", 0o755)
+    assert "Gres=gpu:2" in node(HEAD).check_output(f"scontrol show node -o {GPU1}")
+    log = next_run(GPU1)
+    assert "verdict: WARN" in log or "verdict: PASS" in log, log
+    assert f"slurm: {GPU1} is IDLE: nothing to resume" in log, log
+
+
+def test_a_gpu_missing_drains_the_node_within_an_interval_and_the_fix_resumes_it():
+    gpu1 = node(GPU1)
+    # The second MI210's KFD node (the last GPU node of the topology) disappears.
+    gpu1.run_expect([0], f"mkdir -p /srv/gone && mv {TOPOLOGY}/2 /srv/gone/")
+    start = time.monotonic()
+    found = wait_for(
+        "gpu1 drained by rocmlab",
+        lambda: (s := shown(GPU1))["reason"].startswith("rocmlab: gpu_count:") and s,
+        2 * INTERVAL + 10,
+    )
+    drained_after = time.monotonic() - start
+    assert "DRAIN" in found["state"], found
+    assert len(found["reason"]) <= 80, found
+    assert drained_after <= 2 * INTERVAL + 10
+    log = gpu1.file(f"{STATE}/gate.log").content_string
+    report = json.loads(gpu1.file(f"{STATE}/tier0.json").content_string)
+    count = next(c for c in report["checks"] if c["name"] == "gpu_count")
+    assert count["status"] == "fail" and "2 expected" in count["saw"]  # the whole verdict
+    assert f"slurm: drain {GPU1}: rocmlab: gpu_count:" in log, log
+    # The fix: the GPU is back.
+    gpu1.run_expect([0], f"mv /srv/gone/2 {TOPOLOGY}/")
+    wait_for("gpu1 resumed", lambda: shown(GPU1)["state"] == "IDLE", 2 * INTERVAL + 10)
+    assert shown(GPU1)["reason"] == ""
+
+
+def test_an_operators_drain_is_not_resumed():
+    head = node(HEAD)
+    head.run_expect(
+        [0], f"scontrol update NodeName={GPU2} State=DRAIN Reason='fan swap, ticket 4711'"
+    )
+    try:
+        log = next_run(GPU2)
+        log = next_run(GPU2)  # two runs that passed
+        assert "verdict: WARN" in log or "verdict: PASS" in log, log
+        assert "is not rocmlab's" in log, log
+        assert shown(GPU2) == {"state": "IDLE+DRAIN", "reason": "fan swap, ticket 4711"}
+    finally:
+        head.run_expect([0], f"scontrol update NodeName={GPU2} State=RESUME")
+
+
+def test_a_job_with_a_gpu_runs_the_smoke_job_on_an_allocated_node():
+    head = node(HEAD)
+    script = (
+        "hostname; /opt/rocmlab/venvs/pytorch/bin/rocmlab smoke --epochs 1 "
+        "--data /var/lib/rocmlab/datasets/mnist --json /tmp/slurm-smoke-$SLURM_JOB_ID.json"
+    )
+    job = head.run(
+        "cd /tmp && timeout 150 runuser -u researcher -- sbatch --parsable --wait --gres=gpu:1 "
+        f"-o /tmp/slurm-smoke-%j.out --wrap '{script}'"
+    )
+    assert job.rc == 0, job.stdout + job.stderr
+    job_id = job.stdout.strip().split(";")[0]
+    shown_job = head.check_output(f"scontrol show job -o {job_id}")
+    assert "JobState=COMPLETED" in shown_job and "TresPerNode=gres:gpu:1" in shown_job, shown_job
+    ran_on = re.search(r"\sNodeList=(\S+)", shown_job)[1]
+    assert ran_on in (GPU1, GPU2), shown_job
+    report = node(ran_on).file(f"/tmp/slurm-smoke-{job_id}.json")
+    assert report.user == "researcher"
+    doc = json.loads(report.content_string)
+    assert doc["passed"] is True, doc
+
+
+def test_a_hanging_check_is_cut_and_neither_drains_nor_stalls_slurmd():
+    gpu2 = node(GPU2)
+    # The MI210 fixture's amdgpu is AMD's DKMS build: tier 0 runs `dkms status`, which hangs.
+    gpu2.run_expect(
+        [0], "printf '#!/bin/sh\\nexec sleep 170\\n' > /usr/sbin/dkms && chmod 755 /usr/sbin/dkms"
+    )
+    try:
+        started = time.monotonic()
+        log = next_run(GPU2)
+        assert re.search(r"ERROR dkms_headers: stopped after 4\.\d s", log), log
+        took = re.search(r"verdict: WARN \(.*\) in ([\d.]+) s \(tier 0, budget 5 s\)", log)
+        assert took and float(took[1]) < 6, log
+        assert shown(GPU2)["state"] == "IDLE", shown(GPU2)
+        # slurmd answered all along: the node never stopped responding, and a job runs there.
+        assert time.monotonic() - started < 3 * INTERVAL + 15
+        ran = node(HEAD).run(f"timeout 60 srun -w {GPU2} -t 1 hostname")
+        assert ran.rc == 0 and ran.stdout.strip() == GPU2, ran.stdout + ran.stderr
+    finally:
+        gpu2.run_expect([0], "rm -f /usr/sbin/dkms")
+    # Every hung `dkms` a run started was killed at that run's cut: once a run has ended after
+    # the hanging command was taken away, none is left (each would otherwise live 170 s).
+    next_run(GPU2)
+    left = gpu2.run("ps -eo stat=,args= | awk '$1 !~ /^Z/ && /sleep 170/' | grep -v awk")
+    assert left.stdout.strip() == "", left.stdout
+
+
+def test_bad_input_is_refused_before_anything_changes():
+    before = node(GPU1).file("/etc/slurm/slurm.conf").content_string
+    run = play(PROJECT / "playbooks" / "slurm_health.yml", {"slurm_health_timeout": 90})
+    assert run.returncode != 0
+    message = said(run)
+    assert (
+        "slurm_health_timeout: 90 is out of range. Use a number of seconds from 10 to 55" in message
+    ), message[-2000:]
+    assert node(GPU1).file("/etc/slurm/slurm.conf").content_string == before
