@@ -46,7 +46,7 @@ def hostlist(expression: str) -> list[str]:
             names.append(part)
             continue
         for item in match["ranges"].split(","):
-            low, _, high = item.partition("-")
+            low, _dash, high = item.partition("-")
             if not low.isdigit() or (high and not high.isdigit()):
                 return []
             width, first, last = len(low), int(low), int(high or low)

@@ -317,7 +317,7 @@ def make_kept_copy(venv: str, run) -> None:
     RUN(argv) -> (rc, out, err) runs a command."""
     keeping, kept = keeping_path(venv), kept_path(venv)
     remove_tree(keeping)
-    rc, _, err = run(["cp", "-a", "-l", "--", venv, keeping])
+    rc, _out, err = run(["cp", "-a", "-l", "--", venv, keeping])
     if rc != 0:
         remove_tree(keeping)
         raise OSError(f"cp -al {venv} {keeping} failed (exit {rc}): {err.strip()[-300:]}")
