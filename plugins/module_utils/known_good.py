@@ -69,13 +69,6 @@ def parse_dpkg(text: str) -> dict[str, str]:
     return found
 
 
-def parse_freeze(text: str) -> list[str]:
-    """`pip freeze` output as sorted requirement lines (comments and blank lines dropped)."""
-    return sorted(
-        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
-    )
-
-
 def rocmlab_in(venvs: dict[str, list[str]]) -> str | None:
     """rocmlab's version as a venv's freeze lists it (``rocmlab==0.1.0``), None when none has it."""
     for path in sorted(venvs):

@@ -78,8 +78,9 @@ def check_venv_path(venv) -> str:
 
 def parse_freeze(text: str, venv: str) -> list[str]:
     """`pip freeze --all` output read back from a host: sorted requirement lines, comments and
-    blank lines dropped (as known_good.parse_freeze), bounded and printable; ValueError naming
-    VENV and the line otherwise."""
+    blank lines dropped, bounded and printable; ValueError naming VENV and the line otherwise.
+    The one reading of a freeze: the known-good record's (module rocmlab_known_good) and the
+    rollback's comparisons both come through freeze() below."""
     lines = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()

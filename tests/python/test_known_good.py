@@ -42,13 +42,6 @@ def test_only_installed_amd_packages_are_managed():
     }
 
 
-def test_a_freeze_is_sorted_requirements_only():
-    assert known_good.parse_freeze("# note\ntorch==2.9.1+rocm6.4\n\nnumpy==2.1.0\n") == [
-        "numpy==2.1.0",
-        "torch==2.9.1+rocm6.4",
-    ]
-
-
 def test_rocmlabs_version_is_read_from_a_freeze():
     assert known_good.rocmlab_in({"/a": ["numpy==2.1.0"], "/b": ["rocmlab==0.1.0"]}) == "0.1.0"
     assert known_good.rocmlab_in({"/a": ["rocmlab-extra==1"]}) is None
