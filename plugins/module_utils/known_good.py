@@ -26,6 +26,9 @@ from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release impor
 )
 
 FORMAT = 1
+# Where the record lives: the default of every module that reads or writes it (their
+# DOCUMENTATION repeats it; ansible-test's validate-modules checks the two agree).
+PATH = "/var/lib/rocmlab/known-good.json"
 _WHEEL = re.compile(r"/rocmlab-([0-9][^-/]*)-[^/]*\.whl$")
 # The record lists packages, a few kB of apt files and each venv's freeze: far below this.
 MAX_BYTES = 4 * 1024 * 1024

@@ -153,7 +153,7 @@ def previous_record(path: str) -> tuple[dict | None, str | None]:
 def main():
     module = AnsibleModule(
         argument_spec={
-            "path": {"type": "path", "default": "/var/lib/rocmlab/known-good.json"},
+            "path": {"type": "path", "default": known_good.PATH},
             "apt_files": {"type": "list", "elements": "path", "default": []},
             "venvs": {"type": "list", "elements": "path", "default": []},
             "gfx_file": {"type": "path", "default": "/etc/environment.d/90-rocmlab-gfx.conf"},

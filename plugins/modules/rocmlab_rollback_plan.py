@@ -110,7 +110,7 @@ from ansible_collections.rocmlab.rocmlab.plugins.module_utils import (
 def main():
     module = AnsibleModule(
         argument_spec={
-            "path": {"type": "path", "default": "/var/lib/rocmlab/known-good.json"},
+            "path": {"type": "path", "default": known_good.PATH},
         },
         supports_check_mode=True,
     )

@@ -103,7 +103,7 @@ def main():
             "state": {"type": "str", "choices": ["kept", "released", "restored"], "required": True},
             "venv": {"type": "path"},
             "venvs": {"type": "list", "elements": "path", "default": []},
-            "path": {"type": "path", "default": "/var/lib/rocmlab/known-good.json"},
+            "path": {"type": "path", "default": known_good.PATH},
         },
         required_if=[("state", "kept", ["venv"])],
         supports_check_mode=True,
