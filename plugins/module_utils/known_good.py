@@ -270,11 +270,12 @@ def rollback_summary(known, amd_now, files, remove, changes, later, unlisted, ve
     amd_now: AMD's installed packages (managed_packages), name -> version; venvs: as
     venv_keep.restore_plan returns them."""
     restored = [v["path"] for v in venvs if v["action"] == "restore"]
+    rebuilt = [v["path"] for v in venvs if v["action"] == "rebuild"]
     failing = [v["path"] for v in venvs if v["action"] == "fail"]
     now = sorted({release_of(v) for v in amd_now.values()}, key=_release_key)
     head = f"{', '.join(now) or 'no ROCm'} \u2192 {known['rocm_version'] or 'no ROCm'}"
     head += f" (the known-good state since {known['since']})"
-    if not (files or remove or changes or later or restored or failing):
+    if not (files or remove or changes or later or restored or rebuilt or failing):
         line = f"{head}: the host is in its known-good state already"
     else:
         parts = []
@@ -289,6 +290,11 @@ def rollback_summary(known, amd_now, files, remove, changes, later, unlisted, ve
             parts.append(f"removed, of a release the record does not hold: {', '.join(later)}")
         if restored:
             parts.append(f"venvs put back from their kept copies: {', '.join(restored)}")
+        if rebuilt:
+            parts.append(
+                "venvs rebuilt from their recorded freeze (no kept copy to put back):"
+                f" {', '.join(rebuilt)}"
+            )
         if failing:
             parts.append(
                 f"venvs that differ from the record with no kept copy to put back"

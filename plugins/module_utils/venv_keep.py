@@ -19,11 +19,18 @@ Each step leaves the host with a working venv whenever it stops:
   Where the file system cannot exchange, the venv is renamed to the trash name and the copy into
   its place: a host stopped in between has the copy under the kept name and no venv, and the
   next restore (or keep) renames the copy into place first.
+- rebuild (no kept copy has the record's freeze): a new venv is made under
+  ``.<name>.rocmlab-rebuild`` from the record's freeze alone (``pip install --no-deps`` of its
+  exact pins, from the lab's pip sources; a wheel of rocmlab's wheel directory from that file),
+  its scripts made to name the venv's path, and its own freeze compared with the record's; only
+  when they are equal is it exchanged with the venv as a kept copy is (one rename). Otherwise the
+  new directory is removed and the venv left as it was.
 - release (the gate passed): the copy is renamed to the trash name, then removed.
 
 The policy - what to do with each venv given the record's freeze, the venv's freeze now and the
-kept copy's - is pure (keep_decision, restore_plan) and tested over its cases; the modules
-rocmlab_venv_keep and rocmlab_rollback_plan read the host and act on it.
+kept copy's (put the copy back, rebuild, or refuse), and the pip command line of a rebuild - is
+pure (keep_decision, restore_plan, rebuild_requirements, pip_argv) and tested over its cases; the
+modules rocmlab_venv_keep and rocmlab_rollback_plan read the host and act on it.
 """
 
 from __future__ import annotations
@@ -34,8 +41,15 @@ import errno
 import os
 import re
 import shutil
+from urllib.parse import urlsplit
+
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.known_good import read_root_file
 
 KEPT, KEEPING, TRASH = ".rocmlab-kept", ".rocmlab-keeping", ".rocmlab-trash"
+REBUILD = ".rocmlab-rebuild"
+# Where the smoke job puts rocmlab's wheels on the host (role smoke_test, __smoke_test_wheel_dir):
+# a record's "NAME @ file://..." line is rebuilt from there, and from nowhere else.
+WHEEL_DIR = "/opt/rocmlab/wheels"
 # A freeze read back from a host: at most this many lines of at most this many characters (a
 # torch venv has about 30 lines; a lab venv a few hundred).
 MAX_LINES = 5000
@@ -57,6 +71,10 @@ def trash_path(venv: str) -> str:
     return _sibling(venv, TRASH)
 
 
+def rebuild_path(venv: str) -> str:
+    return _sibling(venv, REBUILD)
+
+
 def _sibling(venv: str, suffix: str) -> str:
     check_venv_path(venv)
     parent, name = os.path.split(venv)
@@ -71,7 +89,7 @@ def check_venv_path(venv) -> str:
     if os.path.normpath(venv) != venv or venv == "/" or "\n" in venv:
         raise ValueError(f"venv path {venv!r} is not a normalized path below /")
     name = os.path.basename(venv)
-    if name.startswith(".") and name.endswith((KEPT, KEEPING, TRASH)):
+    if name.startswith(".") and name.endswith((KEPT, KEEPING, TRASH, REBUILD)):
         raise ValueError(f"venv path {venv!r} is a kept copy's name, not a venv's")
     return venv
 
@@ -158,12 +176,97 @@ def keep_decision(recorded: list[str] | None, now: list[str] | None, kept: list[
     return "stale", f"it differs from the known-good record already: {differs(recorded, now)}"
 
 
+_PINNED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9!+._-]+")
+# pip 23.1 and later add the wheel's hash, which pip then checks again on the rebuild.
+_FILE_LINE = re.compile(
+    r"([A-Za-z0-9][A-Za-z0-9._-]*) @ file://(/[A-Za-z0-9/+._-]+)(#sha256=[0-9a-f]{64})?"
+)
+# A wheel's file name: {distribution}-{version}(-{build})?-{python}-{abi}-{platform}.whl.
+_WHEEL_FILE = re.compile(
+    r"([A-Za-z0-9][A-Za-z0-9._]*)-[A-Za-z0-9!+._]+(-[0-9][A-Za-z0-9._]*)?"
+    r"-[A-Za-z0-9._]+-[A-Za-z0-9._]+-[A-Za-z0-9._]+\.whl"
+)
+
+
 def pinned(lines: list[str]) -> tuple[list[str], list[str]]:
     """The record's lines pip can install again by name and version (``name==version``), and the
     others (a file or URL: ``name @ file:///...``, ``-e ...``)."""
-    exact = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9!+._-]+")
-    good = [line for line in lines if exact.fullmatch(line)]
+    good = [line for line in lines if _PINNED.fullmatch(line)]
     return good, [line for line in lines if line not in good]
+
+
+def _project(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def rebuild_requirements(
+    lines: list[str], wheel_dir: str = WHEEL_DIR
+) -> tuple[list[str], list[str]]:
+    """(the requirements a rebuild hands pip, one per line of the record's freeze; the lines it
+    refuses, each with why). Taken: ``name==version`` (an exact pin), and ``name @
+    file:///WHEEL_DIR/<wheel of that name>.whl`` with or without ``#sha256=<hash>`` (rocmlab's
+    own wheel, where the smoke job put it). Refused: anything else - an editable install, a URL,
+    a file elsewhere, a line that is not a requirement. No line ever reaches a shell; every one
+    taken starts with a letter or digit, so none reads as an option of pip's."""
+    taken, refused = [], []
+    for line in lines:
+        if _PINNED.fullmatch(line):
+            taken.append(line)
+            continue
+        found = _FILE_LINE.fullmatch(line)
+        path = found.group(2) if found else ""
+        wheel = _WHEEL_FILE.fullmatch(os.path.basename(path)) if found else None
+        if not found:
+            refused.append(f"{line!r} (not name==version, nor a wheel of {wheel_dir})")
+        elif os.path.normpath(path) != path or os.path.dirname(path) != wheel_dir:
+            refused.append(f"{line!r} (a file outside {wheel_dir})")
+        elif not wheel or _project(wheel.group(1)) != _project(found.group(1)):
+            refused.append(f"{line!r} (not a wheel of {found.group(1)})")
+        else:
+            taken.append(line)
+    return taken, refused
+
+
+def index_for(recorded: list[str], index_url: str, base_url: str) -> str:
+    """The index a rebuild reads. PyTorch's index serves one ROCm release's builds (BASE/rocmX.Y,
+    the one the configured release picks), and a torch from it carries that name as its local
+    version (torch==2.9.1+rocm6.4 came from BASE/rocm6.4): when INDEX_URL is one of BASE_URL's,
+    the recorded torch's own. Otherwise INDEX_URL as it is."""
+    base = base_url.rstrip("/")
+    if not base or not index_url.startswith(base + "/"):
+        return index_url
+    for line in recorded:
+        name, sep, version = line.partition("==")
+        local = version.partition("+")[2]
+        if sep and name.lower() == "torch" and re.fullmatch(r"rocm[0-9][0-9.]*", local):
+            return f"{base}/{local}"
+    return index_url
+
+
+def pip_argv(python: str, sources: dict, recorded: list[str], requirements: list[str]) -> list:
+    """pip install's command line of a rebuild into the venv of PYTHON: SOURCES as the role's
+    own install reads them (index_url, no_index, find_links, the plain-http hosts trusted as it
+    trusts them, extra_args; index_base_url for index_for), --no-deps (the record lists every
+    distribution, each pinned), then the requirements."""
+    index = index_for(recorded, sources.get("index_url") or "", sources.get("index_base_url") or "")
+    links = sources.get("find_links") or ""
+    argv = [python, "-I", "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+    argv += ["--no-deps", "--retries", "5", "--timeout", "60"]
+    if index:
+        argv += ["--index-url", index]
+    if sources.get("no_index"):
+        argv.append("--no-index")
+    if links:
+        argv += ["--find-links", links]
+    hosts = {urlsplit(url).hostname for url in (index, links) if url.startswith("http://")}
+    for name in sorted(host for host in hosts if host):
+        argv += ["--trusted-host", name]
+    return argv + list(sources.get("extra_args") or []) + list(requirements)
+
+
+def mask(text: str) -> str:
+    """TEXT with the credentials of any URL in it masked."""
+    return re.sub(r"://[^/@\s]*@", "://***@", text)
 
 
 def fix_command(venv: str, recorded: list[str]) -> str:
@@ -177,21 +280,32 @@ def fix_command(venv: str, recorded: list[str]) -> str:
     return command
 
 
+def _fix(path: str, want: list[str]) -> str:
+    return (
+        "With the lab's pip sources (the role's index and wheelhouse settings), run:"
+        f" {fix_command(path, want)}"
+    )
+
+
 def restore_plan(
     recorded: dict[str, list[str]],
     now: dict[str, list[str] | None],
     kept: dict[str, list[str] | None],
+    wheel_dir: str = WHEEL_DIR,
 ) -> list[dict]:
     """For each venv the record froze: {path, action, why} - in_state (its freeze is the
-    record's), restore (its kept copy has the record's freeze: put back in place) or fail (no
-    copy to put back: the message names the venv, what differs and the command that fixes it).
+    record's), restore (its kept copy has the record's freeze: put back in place), rebuild (no
+    such copy, and every line of the record's freeze is one rebuild_requirements takes: a new
+    venv is made from the freeze and swapped in) or fail (neither: the message names the venv,
+    what differs, the lines no rebuild takes and the command that fixes it).
     now / kept: each venv's freeze now and its kept copy's (None: absent)."""
     plan = []
     for path in sorted(recorded):
         want, have, copy = recorded[path], now.get(path), kept.get(path)
         if have == want:
             plan.append({"path": path, "action": "in_state", "why": "its freeze is the record's"})
-        elif copy == want:
+            continue
+        if copy == want:
             plan.append(
                 {
                     "path": path,
@@ -200,24 +314,45 @@ def restore_plan(
                     f" ({differs(want, have)})",
                 }
             )
-        else:
-            found = (
-                "no kept copy"
-                if copy is None
-                else f"a kept copy of another freeze ({differs(want, copy)})"
-            )
+            continue
+        found = (
+            "no kept copy"
+            if copy is None
+            else f"a kept copy of another freeze ({differs(want, copy)})"
+        )
+        _taken, refused = rebuild_requirements(want, wheel_dir)
+        if not refused:
             plan.append(
                 {
                     "path": path,
-                    "action": "fail",
-                    "why": (
-                        f"{path} differs from its known-good freeze: {differs(want, have)}; there"
-                        f" is {found} to put back. With the lab's pip sources (the role's index"
-                        f" and wheelhouse settings), run: {fix_command(path, want)}"
-                    ),
+                    "action": "rebuild",
+                    "why": f"{differs(want, have)}; there is {found} to put back: rebuilt from its"
+                    f" recorded freeze ({len(want)} distributions) in {rebuild_path(path)}, then"
+                    " put in its place",
                 }
             )
+            continue
+        plan.append(
+            {
+                "path": path,
+                "action": "fail",
+                "why": (
+                    f"{path} differs from its known-good freeze: {differs(want, have)}; there"
+                    f" is {found} to put back, and it cannot be rebuilt from the record's freeze,"
+                    f" which holds {_listed(refused)}. {_fix(path, want)}"
+                ),
+            }
+        )
     return plan
+
+
+def rebuild_failed(venv: str, recorded: list[str], now: list[str] | None, reason: str) -> str:
+    """The message of a rebuild that could not reach the record's freeze (the venv as it was)."""
+    return mask(
+        f"{venv} differs from its known-good freeze: {differs(recorded, now)}; there is no kept"
+        f" copy to put back, and rebuilding it from the record's freeze failed: {reason}."
+        f" {venv} is left as it was. {_fix(venv, recorded)}"
+    )
 
 
 # --- acting on the host (root, in the modules) -------------------------------------------------
@@ -362,26 +497,147 @@ def put_back(venv: str) -> None:
     kept = kept_path(venv)
     if not is_root_dir(kept):
         raise ValueError(f"{venv} has no kept copy at {kept}")
+    swap_in(venv, kept, "its known-good copy")
+
+
+def swap_in(venv: str, source: str, what: str) -> None:
+    """Put SOURCE (a kept copy, a rebuilt venv: WHAT, for the message) in VENV's place in one
+    rename, and remove the venv it replaces; with no venv there (a restore stopped between its
+    two renames, a venv removed) SOURCE is renamed into place."""
     if is_root_dir(venv) is None:
-        os.rename(kept, venv)  # a restore stopped between its two renames
+        os.rename(source, venv)
         return
     try:
-        swapped = exchange(venv, kept)
+        swapped = exchange(venv, source)
     except OSError as err:
         if err.errno != errno.EXDEV:
             raise
         raise ValueError(
             f"{venv} cannot be renamed on its file system ({err.strerror}: a directory of an"
-            f" image's lower layer?); its known-good copy is {kept}: move it into place by hand"
+            f" image's lower layer?); {what} is {source}: move it into place by hand"
         ) from err
     if swapped:
-        discard(kept, venv)  # the changed venv, now under the kept name
+        discard(source, venv)  # the changed venv, now under SOURCE's name
         return
     trash = trash_path(venv)
     remove_tree(trash)
     os.rename(venv, trash)
-    os.rename(kept, venv)
+    os.rename(source, venv)
     shutil.rmtree(trash)
+
+
+# --- a rebuild from the record's freeze ------------------------------------------------------
+
+# A rebuild's pip runs at most this long (a torch wheel from a slow index takes minutes).
+REBUILD_TIMEOUT = 3600
+# Files of a venv's bin/ (its scripts, the activate scripts) larger than this are not scripts.
+MAX_SCRIPT = 1024 * 1024
+_BLOCK = re.compile(r"^# BEGIN rocmlab: .*?^# END rocmlab: [^\n]*\n?", re.M | re.S)
+
+
+def rocmlab_blocks(text: str) -> str:
+    """The blocks rocmlab's roles add to a venv's bin/activate (``# BEGIN rocmlab: ...`` to
+    ``# END rocmlab: ...``, as role framework_venv's blockinfile writes them), in order."""
+    return "".join(
+        block if block.endswith("\n") else block + "\n" for block in _BLOCK.findall(text)
+    )
+
+
+class RebuildFailed(ValueError):
+    """A rebuild that could not reach the record's freeze; the venv is as it was."""
+
+
+def rebuild(venv: str, recorded: list[str], sources: dict, run, wheel_dir: str = WHEEL_DIR):
+    """Make VENV anew from the record's freeze RECORDED beside it (rebuild_path), and put it in
+    VENV's place once its freeze is the record's; RebuildFailed (the new directory removed, VENV
+    untouched) when it is not, or a step fails. SOURCES: pip_argv's, and python (the interpreter
+    the venv is made from, the role's). RUN(argv, environ) -> (rc, out, err)."""
+    check_venv_path(venv)
+    check_parent(venv)
+    requirements, refused = rebuild_requirements(recorded, wheel_dir)
+    if refused:
+        raise RebuildFailed(f"the record's freeze holds {_listed(refused)}")
+    python = sources.get("python") or "/usr/bin/python3"
+    if not python.startswith("/") or os.path.normpath(python) != python:
+        raise RebuildFailed(f"the interpreter {python!r} is not an absolute path")
+    new = rebuild_path(venv)
+    remove_tree(new)
+    try:
+        _build(venv, new, python, recorded, requirements, sources, run)
+    except (ValueError, OSError) as err:
+        remove_tree(new)
+        if isinstance(err, RebuildFailed):
+            raise
+        raise RebuildFailed(str(err)) from err
+    except BaseException:
+        remove_tree(new)
+        raise
+    swap_in(venv, new, "the venv rebuilt from the record's freeze")
+
+
+def _run(run, argv: list[str], what: str):
+    # umask 022: readable by every user whatever root's umask is, as the roles make venvs.
+    umask = ["/bin/sh", "-c", 'umask 022 && exec "$@"', "sh"]
+    rc, out, err = run([*umask, "/usr/bin/timeout", str(REBUILD_TIMEOUT), *argv], CLEAN_ENV)
+    if rc != 0:
+        said = " | ".join((err.strip() or out.strip()).splitlines()[-6:])[-600:]
+        raise RebuildFailed(f"{what} failed (exit {rc}): {said}")
+    return out
+
+
+def _build(venv, new, python, recorded, requirements, sources, run) -> None:
+    name = os.path.basename(venv)
+    _run(run, [python, "-I", "-m", "venv", "--prompt", name, new], f"{python} -m venv {new}")
+    interpreter = os.path.join(new, "bin", "python")
+    if not is_root_dir(new) or not os.path.exists(interpreter):
+        raise RebuildFailed(f"{python} -m venv made no venv at {new}")
+    _run(run, pip_argv(interpreter, sources, recorded, requirements), "pip install")
+    got = freeze(run, new) or []
+    # What the new venv has and the record does not (ensurepip's setuptools where the recorded
+    # venv had it removed): removed, by the names of its own freeze.
+    names = {line.split("==")[0].lower() for line in recorded if "==" in line}
+    names |= {line.split(" @ ")[0].lower() for line in recorded if " @ " in line}
+    extra = [line.split("==")[0] for line in got if _PINNED.fullmatch(line)]
+    extra = [n for n in extra if n.lower() not in names]
+    if extra:
+        _run(run, [interpreter, "-I", "-m", "pip", "uninstall", "--yes", *extra], "pip uninstall")
+        got = freeze(run, new) or []
+    if got != sorted(recorded):
+        raise RebuildFailed(f"its freeze is not the record's: {differs(sorted(recorded), got)}")
+    relocate(new, venv)
+    old_activate = os.path.join(venv, "bin", "activate")
+    try:
+        old = read_root_file(old_activate, MAX_SCRIPT) if is_root_dir(venv) else None
+    except (ValueError, OSError):
+        old = None  # a venv whose bin/ is broken: the next run of its role writes the blocks
+    blocks = rocmlab_blocks(old.decode("utf-8", "replace")) if old else ""
+    if blocks:
+        with open(os.path.join(new, "bin", "activate"), "a", encoding="utf-8") as handle:
+            handle.write(blocks)
+    if is_root_dir(venv):
+        info = os.lstat(venv)
+        os.chown(new, info.st_uid, info.st_gid)
+        os.chmod(new, info.st_mode & 0o7777)
+
+
+def relocate(new: str, venv: str) -> None:
+    """Make the scripts of the venv built at NEW (bin/: pip's script shebangs, the activate
+    scripts; pyvenv.cfg) name VENV, where it is about to be renamed."""
+    old_bytes, new_bytes = os.fsencode(new), os.fsencode(venv)
+    paths = [os.path.join(new, "pyvenv.cfg")]
+    bindir = os.path.join(new, "bin")
+    paths += [os.path.join(bindir, entry) for entry in sorted(os.listdir(bindir))]
+    for path in paths:
+        info = os.lstat(path)
+        if info.st_mode & 0o170000 != 0o100000 or info.st_size > MAX_SCRIPT:
+            continue
+        with open(path, "rb") as handle:
+            data = handle.read()
+        if old_bytes not in data:
+            continue
+        with open(path, "wb") as handle:
+            handle.write(data.replace(old_bytes, new_bytes))
+        os.chmod(path, info.st_mode & 0o7777)
 
 
 def release_all(venvs, check_mode: bool = False) -> list[str]:
@@ -390,7 +646,7 @@ def release_all(venvs, check_mode: bool = False) -> list[str]:
     released = []
     for venv in sorted(set(venvs)):
         check_venv_path(venv)
-        names = (kept_path(venv), keeping_path(venv), trash_path(venv))
+        names = (kept_path(venv), keeping_path(venv), trash_path(venv), rebuild_path(venv))
         if not any(is_root_dir(name) for name in names):
             continue
         released.append(venv)
@@ -402,7 +658,7 @@ def release_all(venvs, check_mode: bool = False) -> list[str]:
 def release(venv: str) -> bool:
     """Remove VENV's kept copy and anything a stopped step left; True when there was any."""
     found = False
-    for path in (kept_path(venv), keeping_path(venv), trash_path(venv)):
+    for path in (kept_path(venv), keeping_path(venv), trash_path(venv), rebuild_path(venv)):
         if is_root_dir(path):
             found = True
             if path == kept_path(venv):

@@ -16,7 +16,9 @@ description:
     remove, AMD's packages to move to their recorded versions (C(name=version)), and AMD's
     packages of a release the record does not hold, which came with the change being undone, and
     the venvs the record froze whose C(pip freeze) differs now - put back from the copy kept
-    beside each (M(rocmlab.rocmlab.rocmlab_venv_keep)) when it has the recorded freeze.
+    beside each (M(rocmlab.rocmlab.rocmlab_venv_keep)) when it has the recorded freeze, else
+    rebuilt from the recorded freeze when every line of it is an exact pin or a wheel of
+    rocmlab's wheel directory.
   - Changes nothing; the rules are in C(plugins/module_utils/known_good.py) (rollback_plan).
   - Fails, naming the path and what to do, when the host has no record (it never passed the
     health gate since rocmlab began recording) or the record is not one (a link, not root's,
@@ -85,7 +87,8 @@ venvs:
   description: >-
     Each venv the record froze - path, action (in_state; restore - its kept copy, made by
     M(rocmlab.rocmlab.rocmlab_venv_keep) before a run altered it, has the recorded freeze and is
-    put back; fail - no copy to put back: why names what differs and the pip command) and why.
+    put back; rebuild - no such copy, and the venv is made anew from the recorded freeze; fail -
+    neither: why names what differs, the lines no rebuild takes and the pip command) and why.
   returned: success
   type: list
   elements: dict

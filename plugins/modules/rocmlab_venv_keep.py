@@ -20,8 +20,16 @@ description:
     removes the kept copies of I(venvs) (and anything a stopped step left).
   - C(state=restored), in a rollback - for each venv the record froze, a venv whose freeze is not
     the record's is exchanged with its kept copy when that copy has the record's freeze (one
-    rename), and the changed venv removed; with no such copy the task fails naming the venv, what
-    differs and the pip command that puts the recorded freeze back. Nothing is changed then.
+    rename), and the changed venv removed. With no such copy it is rebuilt from the record's
+    freeze - a new venv made beside it (C(.NAME.rocmlab-rebuild)) by I(sources)' interpreter,
+    C(pip install --no-deps) of the freeze's exact pins (C(name==version)) from I(sources)' index
+    and wheelhouse, a C(name @ file://) line from that wheel in rocmlab's wheel directory
+    (C(/opt/rocmlab/wheels), where the smoke job puts rocmlab's) - and exchanged with the venv
+    only when its own freeze is the record's. When the record's freeze holds a line a rebuild
+    does not take (an editable install, a URL, a file elsewhere) the task fails before anything
+    changes; when the rebuild cannot reach the record's freeze its directory is removed and the
+    task fails with the venv as it was. Either message names the venv, what differs and the pip
+    command that puts the recorded freeze back.
   - The rules are in C(plugins/module_utils/venv_keep.py); a venv, its copy and their directory
     must be root's. At no step is the host left without a working venv at its path (see there).
 options:
@@ -42,6 +50,42 @@ options:
     description: The known-good record.
     type: path
     default: /var/lib/rocmlab/known-good.json
+  sources:
+    description:
+      - Where a rebuild (C(state=restored)) gets the recorded distributions, as the PyTorch
+        role's own install reads them (role rocmlab's tasks/rollback.yml passes that role's
+        settings).
+    type: dict
+    default: {}
+    suboptions:
+      index_url:
+        description:
+          - pip's C(--index-url); empty - none. One of I(index_base_url)'s (PyTorch's per-ROCm
+            indexes) is replaced by the one the recorded torch came from (its local version,
+            C(+rocm6.4)).
+        type: str
+        default: ""
+      index_base_url:
+        description: The base of PyTorch's per-ROCm indexes (C(pytorch_rocm_index_base_url)).
+        type: str
+        default: ""
+      no_index:
+        description: pip's C(--no-index) (the wheelhouse alone).
+        type: bool
+        default: false
+      find_links:
+        description: pip's C(--find-links) (a wheelhouse); empty - none.
+        type: str
+        default: ""
+      extra_args:
+        description: More pip options of the lab's (proxy, certificates); never logged.
+        type: list
+        elements: str
+        default: []
+      python:
+        description: The interpreter a rebuilt venv is made from.
+        type: path
+        default: /usr/bin/python3
 author: rocmlab contributors (@rocmlab)
 seealso:
   - module: rocmlab.rocmlab.rocmlab_known_good
@@ -78,7 +122,8 @@ released:
   type: list
   elements: str
 venvs:
-  description: C(state=restored) - each recorded venv's path, action (in_state, restore, fail), why.
+  description: >-
+    C(state=restored) - each recorded venv's path, action (in_state, restore, rebuild, fail), why.
   returned: state=restored
   type: list
   elements: dict
@@ -104,6 +149,23 @@ def main():
             "venv": {"type": "path"},
             "venvs": {"type": "list", "elements": "path", "default": []},
             "path": {"type": "path", "default": known_good.PATH},
+            "sources": {
+                "type": "dict",
+                "default": {},
+                "options": {
+                    "index_url": {"type": "str", "default": ""},
+                    "index_base_url": {"type": "str", "default": ""},
+                    "no_index": {"type": "bool", "default": False},
+                    "find_links": {"type": "str", "default": ""},
+                    "extra_args": {
+                        "type": "list",
+                        "elements": "str",
+                        "default": [],
+                        "no_log": True,
+                    },
+                    "python": {"type": "path", "default": "/usr/bin/python3"},
+                },
+            },
         },
         required_if=[("state", "kept", ["venv"])],
         supports_check_mode=True,
@@ -162,13 +224,25 @@ def main():
                 venvs=plan,
             )
         restore = [entry["path"] for entry in plan if entry["action"] == "restore"]
+        rebuild = [entry["path"] for entry in plan if entry["action"] == "rebuild"]
         if not module.check_mode:
             for venv in restore:
                 venv_keep.check_parent(venv)
                 venv_keep.put_back(venv)
                 if freeze(venv) != recorded[venv]:
                     raise ValueError(f"{venv} was put back but its freeze is not the record's")
-        module.exit_json(changed=bool(restore), venvs=plan)
+            for venv in rebuild:
+                try:
+                    venv_keep.rebuild(venv, recorded[venv], params["sources"] or {}, run)
+                except venv_keep.RebuildFailed as err:
+                    module.fail_json(
+                        msg="rocmlab_venv_keep: "
+                        + venv_keep.rebuild_failed(venv, recorded[venv], now[venv], str(err)),
+                        venvs=plan,
+                    )
+                if freeze(venv) != recorded[venv]:
+                    raise ValueError(f"{venv} was rebuilt but its freeze is not the record's")
+        module.exit_json(changed=bool(restore or rebuild), venvs=plan)
     except (ValueError, OSError) as err:
         module.fail_json(msg=f"rocmlab_venv_keep: {err}")
 

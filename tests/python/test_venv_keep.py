@@ -312,22 +312,21 @@ def test_recording_the_state_removes_the_copy(host, capsys, monkeypatch, tmp_pat
 
 
 @as_root
-def test_a_venv_changed_without_a_copy_stops_the_rollback_naming_it(host, capsys, monkeypatch):
-    venv, record, _good = host
+def test_a_venv_changed_without_a_copy_is_rebuilt_from_its_freeze(host, capsys, monkeypatch):
+    venv, record, good = host
     pip(venv, "uninstall", "--yes", "setuptools")
     kept = run({"state": "kept", "venv": str(venv), "path": record}, capsys, monkeypatch)
     # (Ansible prints the module's warning with this why and "A rollback cannot put it back".)
     assert kept["changed"] is False and kept["action"] == "stale"
     assert kept["why"].startswith("it differs from the known-good record already: the record has")
     assert ours(venv) == []
-    changed_freeze = freeze(venv)
-    result = run({"state": "restored", "path": record}, capsys, monkeypatch)
-    assert result["failed"] is True
-    says = result["msg"]
-    assert f"{venv} differs from its known-good freeze: the record has setuptools==" in says
-    assert f"run: {venv}/bin/python -m pip install --no-deps 'pip==" in result["msg"]
-    assert result["msg"].endswith("Nothing was changed.")
-    assert freeze(venv) == changed_freeze
+    # pip and setuptools at the recorded versions: what this Python's ensurepip brings, so the
+    # rebuild needs no index.
+    sources = {"no_index": True, "python": sys.executable}
+    result = run({"state": "restored", "path": record, "sources": sources}, capsys, monkeypatch)
+    assert result["changed"] is True, result
+    assert [(v["path"], v["action"]) for v in result["venvs"]] == [(str(venv), "rebuild")]
+    assert freeze(venv) == good and ours(venv) == []
 
 
 @as_root
@@ -382,3 +381,348 @@ def test_a_venv_whose_pip_cannot_run_is_put_back_from_its_copy(host, capsys, mon
     assert entry["action"] == "restore" and "# unreadable venv: pip freeze in" in entry["why"]
     restored = run({"state": "restored", "path": record}, capsys, monkeypatch)
     assert restored["changed"] is True and freeze(venv) == good and ours(venv) == []
+
+
+# ------------------------------------------------- a rebuild from the record's freeze: the policy
+
+WHEELS = venv_keep.WHEEL_DIR
+ROCMLAB_LINE = f"rocmlab @ file://{WHEELS}/rocmlab-0.1.0-py3-none-any.whl"
+
+
+@pytest.mark.parametrize(
+    ("line", "refused"),
+    [
+        ("torch==2.9.1+rocm6.4", None),
+        ("typing_extensions==4.12.2", None),
+        ("zope.interface==7.1", None),
+        (ROCMLAB_LINE, None),
+        (f"Rocm_Lab @ file://{WHEELS}/rocm_lab-0.1.0-py3-none-any.whl", None),
+        (ROCMLAB_LINE + "#sha256=" + "0a" * 32, None),
+        (ROCMLAB_LINE + "#sha256=0a", "not name==version"),
+        (ROCMLAB_LINE + "#md5=" + "0a" * 16, "not name==version"),
+        ("rocmlab @ file:///tmp/rocmlab-0.1.0-py3-none-any.whl", "a file outside"),
+        (f"rocmlab @ file://{WHEELS}/../../tmp/rocmlab-0.1.0-py3-none-any.whl", "a file outside"),
+        (f"rocmlab @ file://{WHEELS}/sub/rocmlab-0.1.0-py3-none-any.whl", "a file outside"),
+        (f"rocmlab @ file://{WHEELS}/torch-2.9.1-cp311-cp311-linux_x86_64.whl", "not a wheel of"),
+        (f"rocmlab @ file://{WHEELS}/rocmlab-0.1.0.tar.gz", "not a wheel of"),
+        ("rocmlab @ https://example.invalid/rocmlab-0.1.0-py3-none-any.whl", "not name==version"),
+        ("-e git+https://example.invalid/x.git#egg=x", "not name==version"),
+        ("--index-url=http://evil.invalid/simple", "not name==version"),
+        ("torch>=2.9", "not name==version"),
+        ("torch==2.9.1; rm -rf /", "not name==version"),
+        ("torch==2.9.1 --pre", "not name==version"),
+    ],
+)
+def test_a_rebuild_takes_exact_pins_and_rocmlabs_wheels_only(line, refused):
+    taken, not_taken = venv_keep.rebuild_requirements(["numpy==2.1.0", line])
+    if refused is None:
+        assert (taken, not_taken) == (["numpy==2.1.0", line], [])
+    else:
+        assert taken == ["numpy==2.1.0"]
+        (why,) = not_taken
+        assert why.startswith(repr(line)) and refused in why, why
+
+
+@pytest.mark.parametrize(
+    ("index", "base", "want"),
+    [
+        # PyTorch's own index of the configured release: the one the recorded torch came from.
+        (
+            "https://pt.example/whl/rocm7.1",
+            "https://pt.example/whl",
+            "https://pt.example/whl/rocm6.4",
+        ),
+        ("https://pt.example/whl/", "https://pt.example/whl/", "https://pt.example/whl/rocm6.4"),
+        # A lab's own index, or none: as it is.
+        ("https://mirror.lab/simple", "https://pt.example/whl", "https://mirror.lab/simple"),
+        ("", "https://pt.example/whl", ""),
+        ("https://pt.example/whl/rocm7.1", "", "https://pt.example/whl/rocm7.1"),
+    ],
+)
+def test_the_index_of_a_rebuild_is_the_one_the_recorded_torch_came_from(index, base, want):
+    assert venv_keep.index_for(GOOD, index, base) == want
+    # A CPU torch (no ROCm local version) keeps the configured index.
+    assert venv_keep.index_for(["torch==2.13.0+cpu"], index, base) == index
+
+
+def test_the_pip_command_of_a_rebuild():
+    sources = {
+        "index_url": "",
+        "no_index": True,
+        "find_links": "http://wheels.lab:8080/wheels/",
+        "extra_args": ["--cert", "/etc/ssl/lab.pem"],
+    }
+    argv = venv_keep.pip_argv("/v/bin/python", sources, GOOD, ["numpy==2.1.0", ROCMLAB_LINE])
+    assert argv == [
+        "/v/bin/python", "-I", "-m", "pip", "install", "--disable-pip-version-check",
+        "--no-input", "--no-deps", "--retries", "5", "--timeout", "60", "--no-index",
+        "--find-links", "http://wheels.lab:8080/wheels/", "--trusted-host", "wheels.lab",
+        "--cert", "/etc/ssl/lab.pem", "numpy==2.1.0", ROCMLAB_LINE,
+    ]  # fmt: skip
+    https = {
+        "index_url": "https://pt.example/whl/rocm7.1",
+        "index_base_url": "https://pt.example/whl",
+    }
+    argv = venv_keep.pip_argv("/v/bin/python", https, GOOD, ["torch==2.9.1+rocm6.4"])
+    assert argv[-3:] == ["--index-url", "https://pt.example/whl/rocm6.4", "torch==2.9.1+rocm6.4"]
+    assert "--trusted-host" not in argv and "--no-index" not in argv
+
+
+def test_without_a_kept_copy_a_rebuildable_venv_is_rebuilt():
+    good = ["numpy==2.1.0", ROCMLAB_LINE, "torch==2.9.1+rocm6.4"]
+    for now, copy in ((MOVED, None), (None, None), (MOVED, MOVED)):
+        (entry,) = venv_keep.restore_plan({VENV: good}, {VENV: now}, {VENV: copy})
+        assert entry["action"] == "rebuild", entry
+        assert "rebuilt from its recorded freeze (3 distributions) in" in entry["why"]
+        assert "/opt/rocmlab/venvs/.pytorch.rocmlab-rebuild" in entry["why"]
+    # A kept copy with the record's freeze is still put back: no rebuild.
+    (entry,) = venv_keep.restore_plan({VENV: good}, {VENV: MOVED}, {VENV: good})
+    assert entry["action"] == "restore"
+
+
+def test_a_freeze_no_rebuild_takes_stops_the_rollback_naming_the_lines():
+    bad = ["-e git+https://example.invalid/x.git#egg=x", "numpy==2.1.0"]
+    (entry,) = venv_keep.restore_plan({VENV: bad}, {VENV: ["numpy==2.1.0"]}, {VENV: None})
+    assert entry["action"] == "fail"
+    why = entry["why"]
+    assert why.startswith(f"{VENV} differs from its known-good freeze: the record has -e git+")
+    assert "there is no kept copy to put back, and it cannot be rebuilt from the record's" in why
+    assert "'-e git+https://example.invalid/x.git#egg=x' (not name==version, nor a wheel" in why
+    assert f"run: {VENV}/bin/python -m pip install --no-deps 'numpy==2.1.0'" in why
+
+
+def test_the_rollback_summary_says_which_venvs_are_rebuilt():
+    record, _ = known_good.record(
+        None,
+        known_good.state(
+            installed={},
+            rocm_version="6.4.2",
+            apt_files=[],
+            venvs={VENV: ["numpy==2.1.0"]},
+            gfx_override=None,
+            kernel="6.1.0-28-amd64",
+            rocmlab_version=None,
+        ),
+        "2026-12-01T10:00:00Z",
+    )
+    venvs = venv_keep.restore_plan({VENV: ["numpy==2.1.0"]}, {VENV: None}, {VENV: None})
+    plan = known_good.rollback_plan(record, {}, {}, venvs)
+    assert plan["summary"].endswith(
+        f": venvs rebuilt from their recorded freeze (no kept copy to put back): {VENV}"
+    )
+
+
+def test_the_activate_blocks_of_rocmlabs_roles_are_found():
+    text = (
+        'VIRTUAL_ENV="/v"\n# BEGIN rocmlab: GPU override (gfx_override)\nif [ -r /x ]; then\n'
+        "    . /x\nfi\n# END rocmlab: GPU override (gfx_override)\nexport PATH\n"
+    )
+    assert venv_keep.rocmlab_blocks(text) == (
+        "# BEGIN rocmlab: GPU override (gfx_override)\nif [ -r /x ]; then\n    . /x\nfi\n"
+        "# END rocmlab: GPU override (gfx_override)\n"
+    )
+    assert venv_keep.rocmlab_blocks('VIRTUAL_ENV="/v"\n') == ""
+
+
+def test_the_activate_block_is_the_one_role_framework_venv_writes():
+    # The marker the rebuild looks for is blockinfile's "# {mark} rocmlab: ..." of the role.
+    tasks = (
+        Path(__file__).resolve().parents[2] / "roles/framework_venv/tasks/venv.yml"
+    ).read_text()
+    assert 'marker: "# {mark} rocmlab: GPU override (gfx_override)"' in tasks
+
+
+def test_the_wheel_directory_is_the_smoke_jobs():
+    text = (Path(__file__).resolve().parents[2] / "roles/smoke_test/vars/main.yml").read_text()
+    assert f"__smoke_test_wheel_dir: {venv_keep.WHEEL_DIR}\n" in text
+
+
+def test_a_failed_rebuild_says_so_with_credentials_masked():
+    says = venv_keep.rebuild_failed(
+        VENV, ["numpy==2.1.0"], ["numpy==2.0.0"], "pip install failed (exit 1): https://u:pw@idx/"
+    )
+    assert says.startswith(
+        f"{VENV} differs from its known-good freeze: the record has numpy==2.1.0"
+    )
+    assert "rebuilding it from the record's freeze failed: pip install failed" in says
+    assert "https://***@idx/" in says and "pw" not in says
+    assert f"{VENV} is left as it was." in says
+    assert says.endswith(f"run: {VENV}/bin/python -m pip install --no-deps 'numpy==2.1.0'")
+
+
+# --------------------------------------- a rebuild on real venvs, from a wheelhouse made here
+
+
+def make_wheel(where: Path, version: str) -> Path:
+    """A wheel of the distribution rocmlab-demo at VERSION with a console script `demo` that
+    prints its version: what pip installs, made by hand (a wheel is a zip with its metadata)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    info = f"rocmlab_demo-{version}.dist-info"
+    files = {
+        "rocmlab_demo/__init__.py": f"def main():\n    print('demo {version}')\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: rocmlab-demo\nVersion: {version}\n",
+        f"{info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+        f"{info}/entry_points.txt": "[console_scripts]\ndemo = rocmlab_demo:main\n",
+    }
+    lines = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        lines.append(f"{name},sha256={digest.decode()},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join([*lines, f"{info}/RECORD,,"]) + "\n"
+    path = where / f"rocmlab_demo-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory) -> Path:
+    where = tmp_path_factory.mktemp("wheelhouse")
+    make_wheel(where, "1.0")
+    make_wheel(where, "2.0")
+    return where
+
+
+BLOCK = (
+    "# BEGIN rocmlab: GPU override (gfx_override)\nif [ -r /etc/profile.d/rocmlab-gfx.sh ]; then\n"
+    "    . /etc/profile.d/rocmlab-gfx.sh\nfi\n# END rocmlab: GPU override (gfx_override)\n"
+)
+
+
+@pytest.fixture
+def demo(made_venv, wheelhouse, tmp_path):
+    """A venv with rocmlab-demo 1.0 from the wheelhouse (its activate with the role's block), in
+    a root-owned directory, group and mode as the roles make them, and a record that froze it."""
+    venvs = tmp_path / "venvs"
+    venvs.mkdir(mode=0o755)
+    venv = venvs / "pytorch"
+    subprocess.run(["cp", "-a", str(made_venv), str(venv)], check=True)
+    with (venv / "bin" / "activate").open("a") as handle:
+        handle.write(BLOCK)
+    os.chown(venv, 0, 100)
+    os.chmod(venv, 0o750)
+    pip(venv, "install", "--no-index", "--find-links", str(wheelhouse), "rocmlab-demo==1.0")
+    record_path = tmp_path / "known-good.json"
+    state = known_good.state(
+        installed={},
+        rocm_version="6.4.2",
+        apt_files=[],
+        venvs={str(venv): freeze(venv)},
+        gfx_override=None,
+        kernel="6.1.0-28-amd64",
+        rocmlab_version=None,
+    )
+    record, _ = known_good.record(None, state, "2026-12-01T10:00:00Z")
+    record_path.write_bytes(known_good.dump(record))
+    sources = {"no_index": True, "find_links": str(wheelhouse), "python": sys.executable}
+    return venv, str(record_path), freeze(venv), sources
+
+
+@as_root
+def test_a_venv_without_a_kept_copy_is_rebuilt_to_the_recorded_freeze(demo, capsys, monkeypatch):
+    venv, record, good, sources = demo
+    assert "rocmlab-demo==1.0" in good
+    pip(venv, "install", "--no-index", "--find-links", sources["find_links"], "rocmlab-demo==2.0")
+    changed_freeze = freeze(venv)
+    assert "rocmlab-demo==2.0" in changed_freeze and ours(venv) == []
+    inode = venv.stat().st_ino
+
+    args = {"state": "restored", "path": record, "sources": sources}
+    check = run({**args, "_ansible_check_mode": True}, capsys, monkeypatch)
+    assert check["changed"] is True and freeze(venv) == changed_freeze and ours(venv) == []
+    (entry,) = check["venvs"]
+    assert entry["action"] == "rebuild", entry
+    assert (
+        "the record has rocmlab-demo==1.0; the venv has rocmlab-demo==2.0 instead" in entry["why"]
+    )
+
+    done = run(args, capsys, monkeypatch)
+    assert done["changed"] is True, done
+    assert freeze(venv) == good
+    assert venv.stat().st_ino != inode  # a new venv, not the changed one
+    assert ours(venv) == []  # the changed venv removed, nothing of the rebuild left
+    info = venv.stat()
+    assert (info.st_uid, info.st_gid, info.st_mode & 0o7777) == (0, 100, 0o750)
+    # Its scripts name the venv where it is, not where it was built.
+    script = (venv / "bin" / "demo").read_text()
+    assert script.startswith(f"#!{venv}/bin/python"), script[:200]
+    ran = subprocess.run([str(venv / "bin" / "demo")], capture_output=True, text=True, check=True)
+    assert ran.stdout == "demo 1.0\n"
+    activate = (venv / "bin" / "activate").read_text()
+    assert f'VIRTUAL_ENV="{venv}"' in activate or f"VIRTUAL_ENV='{venv}'" in activate
+    assert "rocmlab-rebuild" not in activate and "rocmlab-rebuild" not in script
+    assert activate.endswith(BLOCK)
+    again = run(args, capsys, monkeypatch)
+    assert again["changed"] is False and again["venvs"][0]["action"] == "in_state"
+
+
+@as_root
+def test_a_removed_venv_is_rebuilt_in_its_place(demo, capsys, monkeypatch):
+    venv, record, good, sources = demo
+    subprocess.run(["rm", "-rf", str(venv)], check=True)
+    done = run({"state": "restored", "path": record, "sources": sources}, capsys, monkeypatch)
+    assert done["changed"] is True, done
+    assert freeze(venv) == good and ours(venv) == []
+
+
+@as_root
+def test_a_rebuild_that_cannot_reach_the_record_leaves_the_venv_as_it_was(
+    demo, capsys, monkeypatch, tmp_path
+):
+    venv, record, _good, sources = demo
+    pip(venv, "install", "--no-index", "--find-links", sources["find_links"], "rocmlab-demo==2.0")
+    changed_freeze = freeze(venv)
+    inode = venv.stat().st_ino
+    empty = tmp_path / "empty-wheelhouse"
+    empty.mkdir()
+    result = run(
+        {"state": "restored", "path": record, "sources": {**sources, "find_links": str(empty)}},
+        capsys,
+        monkeypatch,
+    )
+    assert result["failed"] is True
+    says = result["msg"]
+    assert says.startswith(
+        f"rocmlab_venv_keep: {venv} differs from its known-good freeze: the record has"
+        " rocmlab-demo==1.0; the venv has rocmlab-demo==2.0 instead; there is no kept copy"
+    ), says
+    assert "rebuilding it from the record's freeze failed: pip install failed (exit 1): " in says
+    assert "No matching distribution found for rocmlab-demo==1.0" in says, says
+    assert f"{venv} is left as it was." in says
+    assert f"run: {venv}/bin/python -m pip install --no-deps " in says
+    assert "'rocmlab-demo==1.0'" in says
+    assert freeze(venv) == changed_freeze and venv.stat().st_ino == inode
+    assert ours(venv) == []
+
+
+@as_root
+def test_a_rebuild_installs_rocmlabs_wheel_from_the_wheel_directory(demo, tmp_path):
+    # The smoke job's venv holds rocmlab from its wheel (rocmlab @ file:///opt/rocmlab/wheels/...):
+    # a rebuild installs that file again.
+    venv, _record, _good, sources = demo
+    wheel_dir = tmp_path / "wheels"
+    wheel_dir.mkdir()
+    wheel = make_wheel(wheel_dir, "1.0")
+    pip(venv, "install", "--no-deps", "--force-reinstall", str(wheel))
+    good = freeze(venv)
+    # (pip 23.1 and later add the wheel's hash; Debian 12's 23.0.1 does not.)
+    assert [x.split("#")[0] for x in good if "@" in x] == [f"rocmlab-demo @ {wheel.as_uri()}"]
+    pip(venv, "uninstall", "--yes", "rocmlab-demo")
+
+    def run_command(argv, env):
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+        return done.returncode, done.stdout, done.stderr
+
+    bare = {**sources, "find_links": ""}  # nothing but the wheel directory
+    venv_keep.rebuild(str(venv), good, bare, run_command, str(wheel_dir))
+    assert freeze(venv) == good and ours(venv) == []
+    # A file of the wheel directory that is not the line's wheel is refused before anything.
+    with pytest.raises(venv_keep.RebuildFailed, match="a file outside"):
+        venv_keep.rebuild(str(venv), good, bare, run_command, "/opt/rocmlab/wheels")
+    assert freeze(venv) == good and ours(venv) == []

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 import testinfra
-from playbook_runs import alias_inventory, ansible_env, changed, failures, said
+from playbook_runs import alias_inventory, ansible_env, changed, failures, play, said
 
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
@@ -638,3 +638,55 @@ def test_g_a_host_whose_gate_fails_after_the_change_is_rolled_back(run_g) -> Non
     assert re.search(rf"{F} +ROLLED_BACK +6\.4\.2 \d+[smhd] ", table), table
     fleet = {h["host"]: h for h in json.loads((REPORTS / "fleet.json").read_text())["hosts"]}
     assert fleet[F]["known_good"]["release"] == "6.4.2"
+
+
+# --- run H: f's venv changed with no kept copy; playbooks/rollback.yml rebuilds it --------------
+# After run G f is in its known-good state again, with no kept copy of its venv. Its venv is
+# changed by hand (the newer rocmlab wheel, which G left on f), so no copy is kept: the rollback
+# rebuilds the venv beside it from the record's freeze - torch and its dependencies from the
+# wheelhouse the inventory names (pytorch_rocm_find_links), rocmlab from its wheel in
+# /opt/rocmlab/wheels - and swaps it in once its freeze is the record's.
+ROLLBACK = PROJECT / "playbooks" / "rollback.yml"
+VENV_STAT = f"stat -c '%U %G %a %i' {VENV}"
+GFX_BLOCK = f"grep -c '^# BEGIN rocmlab: GPU override' {VENV}/bin/activate || true"
+
+
+@pytest.fixture(scope="module")
+def run_h(run_g):
+    f = host(F)
+    before = {
+        "venv": f.check_output(FREEZE),
+        "stat": f.check_output(VENV_STAT).split(),
+        "gfx": f.check_output(GFX_BLOCK),
+        "known_good": f.check_output(f"sha256sum {KNOWN_GOOD}"),
+    }
+    f.run_expect(
+        [0],
+        f"{VENV}/bin/python -m pip install --quiet --no-index --no-deps --force-reinstall"
+        f" {WHEELS}/rocmlab-0.1.0.post1-py3-none-any.whl",
+    )
+    changed_venv = f.check_output(FREEZE)
+    run = play(ROLLBACK, {}, "--limit", F, inventory=inventory("h", LAB_E))
+    (EPHEMERAL / "fleet-h.log").write_text(run.stdout + run.stderr)
+    return run, before, changed_venv
+
+
+def test_h_a_venv_without_a_kept_copy_is_rebuilt_to_its_recorded_freeze(run_h) -> None:
+    run, before, changed_venv = run_h
+    assert "0.1.0.post1" in changed_venv and changed_venv != before["venv"]
+    text = said(run)
+    assert run.returncode == 0, text[-3000:]
+    assert f"venvs rebuilt from their recorded freeze (no kept copy to put back): {VENV}" in text, (
+        text[-3000:]
+    )
+    f = host(F)
+    assert f.check_output(FREEZE) == before["venv"]
+    owner, group, mode, inode = f.check_output(VENV_STAT).split()
+    assert [owner, group, mode] == before["stat"][:3]
+    assert inode != before["stat"][3]  # a new venv, not the changed one
+    assert f.check_output(f"ls -A {os.path.dirname(VENV)}").split() == ["pytorch"]
+    # Its scripts name the venv where it is; activate sources the GPU override as before.
+    assert "usage" in f.check_output(f"{VENV}/bin/rocmlab --help").lower()
+    assert f.check_output(f"head -c 200 {VENV}/bin/rocmlab").startswith(f"#!{VENV}/bin/python")
+    assert f.check_output(GFX_BLOCK) == before["gfx"]
+    assert f.check_output(f"sha256sum {KNOWN_GOOD}") == before["known_good"]
