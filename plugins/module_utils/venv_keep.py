@@ -589,7 +589,9 @@ def _build(venv, new, python, recorded, requirements, sources, run) -> None:
     name = os.path.basename(venv)
     _run(run, [python, "-I", "-m", "venv", "--prompt", name, new], f"{python} -m venv {new}")
     interpreter = os.path.join(new, "bin", "python")
-    if not is_root_dir(new) or not os.path.exists(interpreter):
+    # pip runs only in a venv (its pyvenv.cfg): never in the interpreter it was made from.
+    config = os.path.join(new, "pyvenv.cfg")
+    if not is_root_dir(new) or not os.path.exists(interpreter) or not os.path.isfile(config):
         raise RebuildFailed(f"{python} -m venv made no venv at {new}")
     _run(run, pip_argv(interpreter, sources, recorded, requirements), "pip install")
     got = freeze(run, new) or []
@@ -623,7 +625,7 @@ def _build(venv, new, python, recorded, requirements, sources, run) -> None:
 def relocate(new: str, venv: str) -> None:
     """Make the scripts of the venv built at NEW (bin/: pip's script shebangs, the activate
     scripts; pyvenv.cfg) name VENV, where it is about to be renamed."""
-    old_bytes, new_bytes = os.fsencode(new), os.fsencode(venv)
+    built, final = os.fsencode(new), os.fsencode(venv)
     paths = [os.path.join(new, "pyvenv.cfg")]
     bindir = os.path.join(new, "bin")
     paths += [os.path.join(bindir, entry) for entry in sorted(os.listdir(bindir))]
@@ -633,10 +635,10 @@ def relocate(new: str, venv: str) -> None:
             continue
         with open(path, "rb") as handle:
             data = handle.read()
-        if old_bytes not in data:
+        if built not in data:
             continue
         with open(path, "wb") as handle:
-            handle.write(data.replace(old_bytes, new_bytes))
+            handle.write(data.replace(built, final))
         os.chmod(path, info.st_mode & 0o7777)
 
 
