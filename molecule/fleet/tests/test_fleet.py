@@ -12,6 +12,9 @@ each run building on what the one before left (the cases of issue 7, in order):
   run E2     case e: a full run afterwards: changed=0 on every host
   hostile    a host whose module returns a fleet plan of its own (a command for the controller):
              the fleet_report callback runs nothing of it, its table is the real plan's
+  run G      f moved to a release whose health gate fails: rolled back, its venv from its kept copy
+  run H      f's venv changed with no kept copy: playbooks/rollback.yml rebuilds it from the
+             known-good record's freeze (the wheelhouse, rocmlab's wheel) and swaps it in
 
 Hosts: a, b and f are Debian 12 (they converge: PyTorch from the harness's wheelhouse, Python
 3.11); c and d are Debian 13 (Python 3.13, for which the wheelhouse has no torch): they stand for
