@@ -545,6 +545,17 @@ def test_a_retired_setting_still_set_is_refused_with_what_replaced_it():
         if (role / "meta" / "settings.yml").is_file():
             declared = yaml.safe_load((role / "meta" / "settings.yml").read_text())
             assert not set(settings.declared_options(declared)) & set(retired), role.name
+    # Nor set or read anywhere in the project: a play that set one would be refused on every host.
+    users = [
+        str(path.relative_to(REPO))
+        for top in ("roles", "playbooks", "plugins", "molecule", "tools", "benchmarks", "inventory")
+        for path in sorted((REPO / top).rglob("*"))
+        if path.suffix in (".yml", ".yaml", ".py", ".j2", ".sh", ".md")
+        and path.is_file()
+        and path != REPO / "roles" / "rocmlab" / "meta" / "settings.yml"
+        and any(name in path.read_text(errors="replace") for name in retired)
+    ]
+    assert users == []
 
 
 # --- Paths rocmlab makes root's (owner: root) are checked on the host: never another
