@@ -17,6 +17,8 @@ description:
     fetched upstream, and nginx's access log (I(http_log), the C(rocmlab_lab_cache) format
     C($msec|$status|$body_bytes_sent|$remote_addr|$uri)) for the bytes served; only answers
     200 and 206 under C(/wheels/) and C(/datasets/) count."
+  - "C(O) lines to a loopback client (C(127.0.0.1), C(::1)) are the cache host's own fill
+    (lab_cache_apt_fill fetching for its clients) and are not counted as served."
   - "apt-cacher-ng also logs an C(I) line of only the response's headers (about 130 bytes) for
     a request that arrives while the same file is still coming in for another client: the file
     crossed the uplink once, and the bytes say so."
@@ -109,6 +111,7 @@ skipped_lines:
 
 import glob
 import gzip
+import ipaddress
 import json
 import math
 import os
@@ -295,6 +298,17 @@ def record_count(value):
     return None
 
 
+def own_fill(client):
+    """Whether apt-cacher-ng's client field names this host itself (a loopback address): the
+    fill of lab_cache_apt_fill, which fetches for the clients, not a client served."""
+    try:
+        address = ipaddress.ip_address(client.strip())
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
 def read_apt(tally, lines, window, reading):
     """apt-cacher-ng: ``time|I|bytes|client|path`` (upstream) and ``time|O|...`` (served)."""
     for line in lines:
@@ -307,6 +321,8 @@ def read_apt(tally, lines, window, reading):
             continue
         if not window(parse_time(fields[0])):
             continue
+        if fields[1] == "O" and own_fill(fields[3]):
+            continue  # the cache host's own fill (lab_cache_apt_fill), not a client
         direction = "upstream" if fields[1] == "I" else "served"
         tally.add("apt", direction, fields[4].lstrip("/"), size)
 
