@@ -189,13 +189,8 @@ def made_venv(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture
-def host(made_venv, tmp_path):
-    """A venv in a root-owned directory and a known-good record that froze it."""
-    venvs = tmp_path / "venvs"
-    venvs.mkdir(mode=0o755)
-    venv = venvs / "pytorch"
-    subprocess.run(["cp", "-a", str(made_venv), str(venv)], check=True)
+def recorded(tmp_path: Path, venv: Path) -> Path:
+    """A known-good record in TMP_PATH that froze VENV as it is now."""
     record_path = tmp_path / "known-good.json"
     state = known_good.state(
         installed={},
@@ -208,6 +203,17 @@ def host(made_venv, tmp_path):
     )
     record, _ = known_good.record(None, state, "2026-12-01T10:00:00Z")
     record_path.write_bytes(known_good.dump(record))
+    return record_path
+
+
+@pytest.fixture
+def host(made_venv, tmp_path):
+    """A venv in a root-owned directory and a known-good record that froze it."""
+    venvs = tmp_path / "venvs"
+    venvs.mkdir(mode=0o755)
+    venv = venvs / "pytorch"
+    subprocess.run(["cp", "-a", str(made_venv), str(venv)], check=True)
+    record_path = recorded(tmp_path, venv)
     return venv, str(record_path), freeze(venv)
 
 
@@ -608,18 +614,7 @@ def demo(made_venv, wheelhouse, tmp_path):
     os.chown(venv, 0, 100)
     os.chmod(venv, 0o750)
     pip(venv, "install", "--no-index", "--find-links", str(wheelhouse), "rocmlab-demo==1.0")
-    record_path = tmp_path / "known-good.json"
-    state = known_good.state(
-        installed={},
-        rocm_version="6.4.2",
-        apt_files=[],
-        venvs={str(venv): freeze(venv)},
-        gfx_override=None,
-        kernel="6.1.0-28-amd64",
-        rocmlab_version=None,
-    )
-    record, _ = known_good.record(None, state, "2026-12-01T10:00:00Z")
-    record_path.write_bytes(known_good.dump(record))
+    record_path = recorded(tmp_path, venv)
     sources = {"no_index": True, "find_links": str(wheelhouse), "python": sys.executable}
     return venv, str(record_path), freeze(venv), sources
 
