@@ -134,11 +134,10 @@ def inventory(path: Path, hosts: list[str], reports: Path, env: dict[str, str]) 
         "pytorch_rocm_require_rocm_build": False,
         "pytorch_rocm_torchvision": False,
         "smoke_test_mnist_url": env["ROCMLAB_DATASETS_URL"] + "mnist/",
-        "smoke_test_report_dir": str(reports),
+        "rocmlab_reports_dir": str(reports),
         "smoke_test_args": ["--epochs", "1"],
         "smoke_test_expect_gpus": 0,
         # The fleet scenario's rollout settings (molecule/fleet/tests/test_fleet.py).
-        "rocmlab_fleet_reports_dir": str(reports),
         "rocmlab_fleet_connect_timeout": 5,
         "rocmlab_fleet_free_space_gib": {"rocm": 1, "venvs": 2, "datasets": 0.1},
     }

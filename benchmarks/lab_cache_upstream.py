@@ -99,7 +99,7 @@ def start_lab(name: str, clients: int, env: dict[str, str], work: Path) -> Path:
         docker("exec", member, "useradd", "--create-home", "researcher")
     group_vars = scenario_vars(env)
     group_vars["all"]["rocmlab_lab_cache"] = head
-    group_vars["all"]["smoke_test_report_dir"] = str(work / name / "reports")
+    group_vars["all"]["rocmlab_reports_dir"] = str(work / name / "reports")
     docker_host = {"ansible_connection": "community.docker.docker"}
     inventory = {
         "all": {

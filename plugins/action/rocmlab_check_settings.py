@@ -25,6 +25,7 @@ from ansible_collections.rocmlab.rocmlab.plugins.module_utils.settings import (
     check_spec,
     declared_options,
     problems_of,
+    retired_problems,
     truthy,
 )
 
@@ -84,6 +85,8 @@ class ActionModule(ActionBase):
             variables = self.host_variables(manager, play, name, roles, task_vars)
             templar = self._templar.copy_with_new_env(available_variables=variables)
             found, host_checks = [], []
+            if only is None and COMMON_ROLE in declarations:
+                found += retired_problems(declarations[COMMON_ROLE].get("retired"), variables)
             for role in roles:
                 role_problems, role_host_checks = self.role_problems(
                     declarations[role], variables, templar, only

@@ -125,13 +125,13 @@ def checked_plan(plan: object) -> dict:
     if not isinstance(reports_dir, str) or not reports_dir or _UNSAFE.search(reports_dir):
         raise PlanError(
             f"{PLAN_FACT}.reports_dir: {shown(repr(reports_dir))} is not a path "
-            "(rocmlab_fleet_reports_dir)"
+            "(rocmlab_reports_dir)"
         )
     reports = os.path.abspath(reports_dir)
     if not os.path.isdir(reports):
         raise PlanError(
             f"{PLAN_FACT}.reports_dir: {shown(reports)} is not a directory on the controller "
-            "(rocmlab_fleet_reports_dir)"
+            "(rocmlab_reports_dir)"
         )
     declared = plan.get("declared")
     if not isinstance(declared, list) or not declared:

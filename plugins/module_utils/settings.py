@@ -672,6 +672,17 @@ def declaration_problems(declaration, values):
     return problems
 
 
+def retired_problems(retired, names):
+    """A problem for each setting of RETIRED ({name: what to set instead}, a declaration's
+    ``retired``) that NAMES (the variables a host has) still sets: the roles no longer read it,
+    and its value would otherwise be ignored without a word."""
+    return [
+        f"{name} is no longer read: {(retired or {})[name]}"
+        for name in sorted(retired or {})
+        if name in names
+    ]
+
+
 def truthy(value):
     """Ansible's bool filter: true, yes, on, 1 (any case) and True are true."""
     if isinstance(value, bool):

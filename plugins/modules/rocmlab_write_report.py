@@ -44,7 +44,7 @@ author: rocmlab contributors (@rocmlab)
 EXAMPLES = r"""
 - name: Keep the smoke job's report on the controller
   rocmlab.rocmlab.rocmlab_write_report:
-    dir: "{{ smoke_test_report_dir }}"
+    dir: "{{ rocmlab_reports_dir }}"
     name: "{{ inventory_hostname }}.json"
     content: "{{ report.content }}"
   delegate_to: localhost

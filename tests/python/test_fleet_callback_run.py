@@ -45,8 +45,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "report_argv": [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('ran')"],
             "report_env": {},
         },
-        "smoke_test_report_dir": str(elsewhere),
-        "rocmlab_fleet_reports_dir": str(elsewhere),
+        "rocmlab_reports_dir": str(elsewhere),
     }
     source = tmp / "host-file.json"  # a file on the compromised host
     source.write_text(json.dumps(forged))
@@ -58,8 +57,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict:
                 "all": {
                     "hosts": {"ws-01": local, "ws-02": local},
                     "vars": {
-                        "rocmlab_fleet_reports_dir": str(reports),
-                        "smoke_test_report_dir": str(reports),
+                        "rocmlab_reports_dir": str(reports),
                     },
                 }
             }
@@ -101,10 +99,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict:
                         },
                         {
                             "name": "Say the settings as the host's tasks see them",
-                            "ansible.builtin.debug": {
-                                "msg": "SETTINGS {{ smoke_test_report_dir }} "
-                                "{{ rocmlab_fleet_reports_dir }}"
-                            },
+                            "ansible.builtin.debug": {"msg": "SETTINGS {{ rocmlab_reports_dir }}"},
                         },
                     ],
                 },
@@ -158,4 +153,5 @@ def test_the_table_at_the_end_is_the_real_plans(run: dict) -> None:
 def test_a_hosts_facts_do_not_change_its_settings(run: dict) -> None:
     # The project's ansible.cfg keeps facts under ansible_facts (inject_facts_as_vars = False).
     reports = str(run["reports"])
-    assert f"SETTINGS {reports} {reports}" in run["said"], run["said"][-4000:]
+    assert f"SETTINGS {reports}" in run["said"], run["said"][-4000:]
+    assert f"SETTINGS {run['elsewhere']}" not in run["said"], run["said"][-4000:]

@@ -104,7 +104,7 @@ def result(tmp_path_factory) -> dict:
 
 
 def test_a_host_with_good_settings_has_no_problem_and_defaults_resolve(result):
-    # The defaults are templates (smoke_test_report_dir: "{{ playbook_dir }}/../reports",
+    # The defaults are templates (rocmlab_reports_dir: "{{ playbook_dir }}/../reports",
     # rocm_repo_key_url: "{{ rocm_repo_base_url }}/..."): resolved, they pass.
     assert "good" not in result["problems"], result["problems"].get("good")
     assert result["roles"] == ["rocm_repo", "user_groups", "gfx_override", "smoke_test", "rocmlab"]
@@ -123,6 +123,25 @@ def test_each_bad_value_is_named_on_its_own_host(result):
     # A version written as a number is checked as the text it becomes (string: true).
     assert 'gfx_override_version: "10.3" is not accepted' in text
     assert "is a number" not in text
+
+
+def test_a_retired_setting_an_old_inventory_still_sets_is_refused(tmp_path):
+    # Before rocmlab_reports_dir, each role had its own; an inventory that still sets one would
+    # otherwise send nothing where it says, without a word.
+    found = check(
+        tmp_path,
+        {
+            "old": {"smoke_test_report_dir": "/srv/reports"},
+            "new": {"rocmlab_reports_dir": "/srv/reports"},
+        },
+        ["smoke_test"],
+    )
+    assert found["problems"] == {
+        "old": [
+            "smoke_test_report_dir is no longer read: set rocmlab_reports_dir, the one directory "
+            "for every report, instead."
+        ]
+    }
 
 
 def test_a_role_that_is_off_is_not_checked(result):

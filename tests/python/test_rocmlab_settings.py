@@ -506,22 +506,56 @@ def test_controller_directories_that_a_host_directory_would_fail_are_refused(val
     assert_refused("controller_dir", value, fragment)
 
 
-@pytest.mark.parametrize(
-    ("role", "name"),
-    [
-        ("cluster_check", "cluster_check_report_dir"),
-        ("lab_cache", "lab_cache_report_dir"),
-        ("smoke_test", "smoke_test_report_dir"),
-        ("rocmlab_fleet", "rocmlab_fleet_reports_dir"),
-    ],
-)
-def test_every_controller_side_path_is_checked_as_a_path(role, name):
-    """No directory on the controller is checked as mere text any more."""
-    specs = [s for s in settings_in(REPO / "roles" / role / "meta" / "settings.yml")]
-    (spec,) = [s for s in specs if s["name"] == name]
+def test_the_reports_directory_is_one_setting_checked_as_a_path():
+    """Every report on the controller goes to rocmlab_reports_dir (role rocmlab), checked as a
+    directory; no role declares a directory of its own for them."""
+    specs = [s for s in settings_in(REPO / "roles" / "rocmlab" / "meta" / "settings.yml")]
+    (spec,) = [s for s in specs if s["name"] == "rocmlab_reports_dir"]
     assert spec["kind"] == "controller_dir"
     assert settings.problems_of(dict(spec, value="/etc")) != []
     assert settings.problems_of(dict(spec, value="/srv/rocmlab/playbooks/../reports")) == []
+    controller_dirs = [
+        (role.name, s["name"])
+        for role in sorted((REPO / "roles").iterdir())
+        if (role / "meta" / "settings.yml").is_file()
+        for s in settings_in(role / "meta" / "settings.yml")
+        if s["kind"] == "controller_dir"
+    ]
+    assert controller_dirs == [("rocmlab", "rocmlab_reports_dir")]
+
+
+def test_a_retired_setting_still_set_is_refused_with_what_replaced_it():
+    retired = yaml.safe_load((REPO / "roles" / "rocmlab" / "meta" / "settings.yml").read_text())[
+        "retired"
+    ]
+    assert set(retired) == {
+        "smoke_test_report_dir",
+        "cluster_check_report_dir",
+        "rocmlab_fleet_reports_dir",
+        "lab_cache_report_dir",
+    }
+    problems = settings.retired_problems(retired, {"smoke_test_report_dir": "/x", "other": 1})
+    assert problems == [
+        "smoke_test_report_dir is no longer read: set rocmlab_reports_dir, the one directory for "
+        "every report, instead."
+    ]
+    assert settings.retired_problems(retired, {"rocmlab_reports_dir": "/x"}) == []
+    # Nothing that is read may be retired.
+    for role in (REPO / "roles").iterdir():
+        if (role / "meta" / "settings.yml").is_file():
+            declared = yaml.safe_load((role / "meta" / "settings.yml").read_text())
+            assert not set(settings.declared_options(declared)) & set(retired), role.name
+    # Nor set or read anywhere in the project: a play that set one would be refused on every host.
+    users = [
+        str(path.relative_to(REPO))
+        for top in ("roles", "playbooks", "plugins", "molecule", "tools", "benchmarks", "inventory")
+        for path in sorted((REPO / top).rglob("*"))
+        if path.suffix in (".yml", ".yaml", ".py", ".j2", ".sh", ".md")
+        and path.is_file()
+        and path != REPO / "roles" / "rocmlab" / "meta" / "settings.yml"
+        and any(name in path.read_text(errors="replace") for name in retired)
+    ]
+    assert users == []
 
 
 # --- Paths rocmlab makes root's (owner: root) are checked on the host: never another

@@ -218,8 +218,8 @@ HOSTILE = [
     ),
     (
         "report-dir-newline",
-        {"cluster_check_report_dir": "/tmp/reports\n"},
-        ["cluster_check_report_dir", "control character"],
+        {"rocmlab_reports_dir": "/tmp/reports\n"},
+        ["rocmlab_reports_dir", "control character"],
     ),
 ]  # fmt: skip
 COMMON = {

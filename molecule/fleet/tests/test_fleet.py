@@ -73,7 +73,7 @@ LAB = {
     "smoke_test_expect_gpus": 0,
     # The smoke job of this checkout takes no --doctor-json yet (smoke report schema 2).
     "smoke_test_doctor": False,
-    "rocmlab_fleet_reports_dir": str(REPORTS),
+    "rocmlab_reports_dir": str(REPORTS),
     "rocmlab_fleet_connect_timeout": 5,
     "rocmlab_fleet_free_space_gib": {"rocm": 1, "venvs": 2, "datasets": 0.1},
 }
@@ -510,7 +510,7 @@ def hostile_run(run_e2):
         ANSIBLE_CALLBACKS_ENABLED="rocmlab.rocmlab.fleet_report",
         ANSIBLE_LIBRARY=str(PROJECT / "tests" / "fixtures" / "hostile_host"),
     )
-    here = {"rocmlab_fleet_reports_dir": str(reports)}
+    here = {"rocmlab_reports_dir": str(reports)}
     inv = inventory("hostile", {A: here, F: here})
     run = subprocess.run(
         ["ansible-playbook", "-i", str(inv), str(playbook)],

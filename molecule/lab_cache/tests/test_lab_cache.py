@@ -60,7 +60,7 @@ C1, C2, C3, C4, C5 = (f"rocmlab-cache-c{n}" for n in range(1, 6))
 OFFLINE_HEAD = "rocmlab-cache-offline-head"
 OFFLINE_NETWORK = "rocmlab-test-offline"
 BUNDLE = "/srv/rocmlab/lab-bundle"
-# Where the smoke job's reports are fetched to (smoke_test_report_dir in molecule.yml).
+# Where the smoke job's reports are fetched to (rocmlab_reports_dir in molecule.yml).
 REPORTS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "reports"
 FIRST = [C1, C2, C3]
 VENV = "/opt/rocmlab/venvs/pytorch"

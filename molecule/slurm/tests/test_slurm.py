@@ -2,9 +2,9 @@
 gres.conf), then slurmd started on the two GPU nodes, and in order: a GPU missing from gpu1's
 KFD topology drains it within one interval with a rocmlab reason naming gpu_count, and putting
 it back resumes it; an operator's drain of gpu2 stays through the health runs; a job with
---gres=gpu:1 runs the smoke job on an allocated node and its report is there; a hanging check on
-gpu2 is cut and neither drains it nor stalls slurmd; bad input is refused before any change.
-Every wait is bounded (HealthCheckInterval is 5 s here)."""
+--gres=gpu:1 runs the smoke job on an allocated node and playbooks/health.yml brings its report
+to the fleet report; a hanging check on gpu2 is cut and neither drains it nor stalls slurmd; bad
+input is refused before any change. Every wait is bounded (HealthCheckInterval is 5 s here)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import testinfra
-from playbook_runs import play, said
+from playbook_runs import fleet_report, play, said
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -25,6 +25,8 @@ INTERVAL = 5
 STATE = "/var/lib/rocmlab/health/slurm"
 WRAPPER = "/usr/local/sbin/rocmlab-slurm-health"
 TOPOLOGY = "/srv/rocmlab-fixture/machine/sys/class/kfd/kfd/topology/nodes"
+SMOKE_REPORT = "/var/lib/rocmlab/smoke/report.json"
+REPORTS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "reports"
 
 
 def node(name: str):
@@ -138,12 +140,16 @@ def test_an_operators_drain_is_not_resumed():
         head.run_expect([0], f"scontrol update NodeName={GPU2} State=RESUME")
 
 
-def test_a_job_with_a_gpu_runs_the_smoke_job_on_an_allocated_node():
+def test_a_job_with_a_gpu_runs_the_smoke_job_and_its_report_reaches_the_fleet_report():
     head = node(HEAD)
+    # The smoke account's report, where the smoke_test role leaves it and playbooks/health.yml
+    # reads it (README, "Slurm").
     script = (
         "hostname; /opt/rocmlab/venvs/pytorch/bin/rocmlab smoke --epochs 1 "
-        "--data /var/lib/rocmlab/datasets/mnist --json /tmp/slurm-smoke-$SLURM_JOB_ID.json"
+        f"--data /var/lib/rocmlab/datasets/mnist --json {SMOKE_REPORT}"
     )
+    for name in (GPU1, GPU2):  # the converged image's report is not the job's
+        node(name).run_expect([0], f"rm -f {SMOKE_REPORT}")
     job = head.run(
         "cd /tmp && timeout 150 runuser -u researcher -- sbatch --parsable --wait --gres=gpu:1 "
         f"-o /tmp/slurm-smoke-%j.out --wrap '{script}'"
@@ -154,10 +160,21 @@ def test_a_job_with_a_gpu_runs_the_smoke_job_on_an_allocated_node():
     assert "JobState=COMPLETED" in shown_job and "TresPerNode=gres:gpu:1" in shown_job, shown_job
     ran_on = re.search(r"\sNodeList=(\S+)", shown_job)[1]
     assert ran_on in (GPU1, GPU2), shown_job
-    report = node(ran_on).file(f"/tmp/slurm-smoke-{job_id}.json")
+    report = node(ran_on).file(SMOKE_REPORT)
     assert report.user == "researcher"
     doc = json.loads(report.content_string)
     assert doc["passed"] is True, doc
+    # The controller brings it (as root, bounded, never through a link) and the fleet report
+    # shows that node's verdict from that job.
+    kept = REPORTS / f"{ran_on}.json"
+    kept.unlink(missing_ok=True)
+    run = play(PROJECT / "playbooks" / "health.yml", {}, "-l", ran_on)
+    assert run.returncode == 0, said(run)[-3000:]
+    assert json.loads(kept.read_text()) == doc
+    fleet = fleet_report(REPORTS, [ran_on])
+    assert fleet.returncode == 0, fleet.stdout + fleet.stderr
+    line = next(ln for ln in fleet.stdout.splitlines() if ln.startswith(ran_on))
+    assert re.match(rf"{ran_on}\s+READY\s+.*accuracy {doc['test_accuracy']:.4f}", line), line
 
 
 def test_a_hanging_check_is_cut_and_neither_drains_nor_stalls_slurmd():
