@@ -26,8 +26,8 @@ fleet_decision(checks, skip_busy) -> {"state": go|unreachable|failed|skipped, "r
 What the preflight play gathers and prints around them:
 
 fleet_python_detail(found) -> the python check's detail, from the frameworks' *_python_found
-fleet_declared(declared) -> {"mirrors", "space"}: what the applied roles declared, merged
-fleet_space(space, need_gib) -> [{"name", "path", "need_gib"}] for rocmlab_preflight
+(what the roles will fetch and where they write, the mirrors and space above, comes from
+downloads_preflight in plugins/filter/downloads.py)
 fleet_lines(hosts, checks, decisions) -> one line per host and check, and one per decision
 fleet_aside(hosts, decisions) -> ["host (state)"] of the hosts that do not go
 fleet_go(hosts, decisions) -> the hosts that go, in inventory order
@@ -201,29 +201,6 @@ def fleet_python_detail(found):
     return "; ".join(said) or "no framework installed with pip in this rollout"
 
 
-def fleet_declared(declared):
-    """What the applied roles declared in their tasks/preflight.yml (<role>_preflight:
-    {mirrors: [{what, urls}], space: [{what, path}]}), merged in role order."""
-    declared = [d for d in declared or [] if d]
-    return {
-        "mirrors": [m for d in declared for m in d.get("mirrors") or []],
-        "space": [s for d in declared for s in d.get("space") or []],
-    }
-
-
-def fleet_space(space, need_gib):
-    """The places rocmlab_preflight checks, with the GiB each needs
-    (rocmlab_fleet_free_space_gib by kind; 0 where it names none)."""
-    return [
-        {
-            "name": item["what"],
-            "path": item["path"],
-            "need_gib": (need_gib or {}).get(item["what"], 0),
-        }
-        for item in space or []
-    ]
-
-
 def fleet_lines(hosts, checks, decisions):
     """One line per host and check, then the host's decision, the host names aligned. CHECKS
     and DECISIONS: {host: [checks]}, {host: decision}; a host without checks has its decision
@@ -264,8 +241,6 @@ class FilterModule:
             "fleet_preflight_checks": fleet_preflight_checks,
             "fleet_decision": fleet_decision,
             "fleet_python_detail": fleet_python_detail,
-            "fleet_declared": fleet_declared,
-            "fleet_space": fleet_space,
             "fleet_lines": fleet_lines,
             "fleet_aside": fleet_aside,
             "fleet_go": fleet_go,

@@ -10,13 +10,13 @@ tasks only read the host, call these, and act on the answer:
 
 pytorch_rocm_index(releases, version, rocm_version) -> the index name ("rocm6.4") or ""
 pytorch_rocm_plan(settings, python) -> {"refusal", "release", "rocm", "index", "torchvision",
-    "requirements" (pip's), "packages" (apt's, source distro), "python_found", "wheels_wanted"}
+    "requirements" (pip's), "packages" (apt's, source distro), "python_found", "downloads"}
 pytorch_rocm_pip(plan, probe) -> {"reasons", "force_reinstall"}
 pytorch_rocm_record(plan, probe, gpu_present) -> {"result", "refusal"}
 
 tensorflow_rocm_defaults(releases, rocm_version, amd_base_url) -> {"newest", "find_links"}
 tensorflow_rocm_plan(settings, python) -> {"refusal", "rocm", "row", "dist", "pin", "pin_regex",
-    "pythons", "requirements", "python_found", "wheels_wanted"}
+    "pythons", "requirements", "python_found", "downloads"}
 tensorflow_rocm_pip(plan, probe) -> {"needed", "reason", "others"}
 tensorflow_rocm_record(plan, probe, gpu_present) -> {"result", "refusal"}
 
@@ -25,11 +25,17 @@ sys.version_info[:3])` (rc, stdout, and msg or stderr), or None where it was not
 refusal names the variable, the value and what would work; the first that applies is returned
 (the order the role's checks always had), "" when none does. PROBE is what
 roles/framework_venv/files/probe.py printed ({} when there was no venv to ask).
+
+A plan's "downloads" is the role's one list of what the host fetches
+(plugins/module_utils/downloads.py; the role publishes it as <role>_downloads for the lab cache
+and the rollout's preflight): empty when the plan refuses.
 """
 
 from __future__ import annotations
 
 import re
+
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.downloads import entry, pip_mirrors
 
 CREDENTIALS = re.compile(r"://[^/@]*@")
 TRUE_STRINGS = frozenset({"yes", "on", "1", "true", "y", "t"})
@@ -80,7 +86,7 @@ def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
     """What pytorch_rocm installs, or why it refuses to.
 
     SETTINGS: source (pip|distro), version, rocm_version, torchvision (bool), index_url,
-    find_links, index_base_url, python (the interpreter's path), releases (vars/main.yml's
+    find_links, index_base_url, python (the interpreter's path), venv, releases (vars/main.yml's
     table), distro_packages ({torch, torchvision} or None where the distribution packages no
     PyTorch), distribution ("Debian 12.8"). PYTHON: see the module's doc (pip only)."""
     releases = settings["releases"]
@@ -111,7 +117,7 @@ def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
         "requirements": requirements,
         "packages": [],
         "python_found": None,
-        "wheels_wanted": None,
+        "downloads": [],
     }
 
     def refuse(message: str) -> dict:
@@ -168,14 +174,20 @@ def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
             "torch": release,
             "wheels_for": list(row["python"]),
         }
-        # Where this host would fetch its wheels without a lab cache (role lab_cache fetches
-        # them once for its clients from there).
-        plan["wheels_wanted"] = {
-            "requirements": requirements,
-            "python": pyver,
-            "index_url": f"{plan['index_base_url']}/{index}",
-            "find_links": "",
-        }
+        # From the configured index and wheelhouse; upstream: where this host would fetch its
+        # wheels without a lab cache (role lab_cache fetches them once for its clients there).
+        plan["downloads"] = [
+            entry(
+                "wheels",
+                "PyTorch wheels",
+                mirrors=pip_mirrors("PyTorch", plan["index_url"], plan["find_links"], "torch"),
+                upstream={"index_url": f"{plan['index_base_url']}/{index}", "find_links": ""},
+                requirements=requirements,
+                python=pyver,
+                path=settings["venv"],
+                space="venvs",
+            )
+        ]
     else:
         distro = settings.get("distro_packages")
         if not distro:
@@ -187,6 +199,7 @@ def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
         plan["packages"] = [distro["torch"]] + (
             [distro["torchvision"]] if wants_torchvision else []
         )
+        plan["downloads"] = [entry("apt", "PyTorch packages", requirements=plan["packages"])]
     return plan
 
 
@@ -304,8 +317,8 @@ def tensorflow_rocm_plan(settings: dict, python: dict | None = None) -> dict:
     """What tensorflow_rocm installs, or why it refuses to (only called while it is enabled).
 
     SETTINGS: rocm_version, version, package, python (the interpreter's path), index_url,
-    find_links, no_index, amd_base_url, releases and upstream_python (vars/main.yml's tables).
-    PYTHON: see the module's doc."""
+    find_links, no_index, amd_base_url, venv, releases and upstream_python (vars/main.yml's
+    tables). PYTHON: see the module's doc."""
     releases = settings["releases"]
     version = str(settings["version"])
     package = str(settings["package"])
@@ -341,7 +354,7 @@ def tensorflow_rocm_plan(settings: dict, python: dict | None = None) -> dict:
         "no_index": _truthy(settings["no_index"]),
         "requirements": requirements,
         "python_found": None,
-        "wheels_wanted": None,
+        "downloads": [],
     }
 
     def refuse(message: str) -> dict:
@@ -403,14 +416,26 @@ def tensorflow_rocm_plan(settings: dict, python: dict | None = None) -> dict:
         "package": f"{package} {version}",
         "wheels_for": pythons,
     }
-    # Where this host would fetch its wheels without a lab cache (AMD's listing; PyPI's
+    # From the configured index (unless pip reads the wheelhouse alone) and wheelhouse;
+    # upstream: where this host would fetch its wheels without a lab cache (AMD's listing; PyPI's
     # releases from the index alone).
-    plan["wheels_wanted"] = {
-        "requirements": requirements,
-        "python": pyver,
-        "index_url": "",
-        "find_links": defaults["find_links"],
-    }
+    plan["downloads"] = [
+        entry(
+            "wheels",
+            "TensorFlow wheels",
+            mirrors=pip_mirrors(
+                "TensorFlow",
+                "" if plan["no_index"] else plan["index_url"],
+                plan["find_links"],
+                package,
+            ),
+            upstream={"index_url": "", "find_links": defaults["find_links"]},
+            requirements=requirements,
+            python=pyver,
+            path=settings["venv"],
+            space="venvs",
+        )
+    ]
     return plan
 
 

@@ -246,39 +246,6 @@ def test_the_python_detail_names_each_framework_and_its_wheels() -> None:
     )
 
 
-def test_what_the_roles_declared_is_merged_in_role_order() -> None:
-    declared = [
-        {"mirrors": [{"what": "ROCm", "urls": ["a"]}], "space": [{"what": "rocm", "path": "/opt"}]},
-        None,
-        {"mirrors": [], "space": [{"what": "venvs", "path": "/opt/rocmlab/venvs/pytorch"}]},
-        {"mirrors": [{"what": "PyTorch wheelhouse", "urls": [WHEELHOUSE]}], "space": []},
-    ]
-    assert fleet.fleet_declared(declared) == {
-        "mirrors": [
-            {"what": "ROCm", "urls": ["a"]},
-            {"what": "PyTorch wheelhouse", "urls": [WHEELHOUSE]},
-        ],
-        "space": [
-            {"what": "rocm", "path": "/opt"},
-            {"what": "venvs", "path": "/opt/rocmlab/venvs/pytorch"},
-        ],
-    }
-    assert fleet.fleet_declared([]) == {"mirrors": [], "space": []}
-
-
-def test_each_place_gets_the_space_its_kind_needs() -> None:
-    space = [
-        {"what": "rocm", "path": "/opt"},
-        {"what": "venvs", "path": "/opt/rocmlab/venvs/pytorch"},
-        {"what": "datasets", "path": "/var/lib/rocmlab/data"},
-    ]
-    assert fleet.fleet_space(space, {"rocm": 30, "venvs": 15}) == [
-        {"name": "rocm", "path": "/opt", "need_gib": 30},
-        {"name": "venvs", "path": "/opt/rocmlab/venvs/pytorch", "need_gib": 15},
-        {"name": "datasets", "path": "/var/lib/rocmlab/data", "need_gib": 0},
-    ]
-
-
 HOSTS = ["ws-01", "lab-ws-2", "ws-3"]
 DECISIONS = {
     "ws-01": {"state": "go", "reason": None},

@@ -50,6 +50,7 @@ def torch_settings(**changes) -> dict:
         "find_links": "",
         "index_base_url": INDEX_BASE,
         "python": "/usr/bin/python3",
+        "venv": "/opt/rocmlab/venvs/pytorch",
         "releases": TORCH,
         "distro_packages": None,
         "distribution": "Debian 12.11",
@@ -67,6 +68,7 @@ def tf_settings(**changes) -> dict:
         "find_links": f"{AMD_BASE}/rocm-rel-6.4/",
         "no_index": False,
         "amd_base_url": AMD_BASE,
+        "venv": "/opt/rocmlab/venvs/tensorflow",
         "releases": TF,
         "upstream_python": TF_UPSTREAM,
     }
@@ -135,12 +137,23 @@ def test_every_torch_row_plans_its_index_torchvision_and_python(release, rocm, p
         "torch": release,
         "wheels_for": row["python"],
     }
-    assert plan["wheels_wanted"] == {
-        "requirements": plan["requirements"],
-        "python": python,
-        "index_url": f"{INDEX_BASE}/{row['rocm'][rocm]}",
-        "find_links": "",
-    }
+    # One download: the wheels, from the configured index; upstream (what a lab cache fetches)
+    # is where the host would fetch them without one.
+    assert plan["downloads"] == [
+        {
+            "kind": "wheels",
+            "what": "PyTorch wheels",
+            "mirrors": [
+                {"what": "PyTorch index", "urls": [f"{INDEX_BASE}/{row['rocm'][rocm]}/torch/"]}
+            ],
+            "upstream": {"index_url": f"{INDEX_BASE}/{row['rocm'][rocm]}", "find_links": ""},
+            "requirements": plan["requirements"],
+            "python": python,
+            "path": "/opt/rocmlab/venvs/pytorch",
+            "space": "venvs",
+            "size": None,
+        }
+    ]
 
 
 @pytest.mark.parametrize("release", list(TORCH))
@@ -150,7 +163,7 @@ def test_every_torch_row_refuses_a_python_without_wheels(release):
         torch_settings(version=f"{release}.0", rocm_version=next(iter(row["rocm"]))),
         ran("3.7.9"),
     )
-    assert plan["python_found"] is None and plan["wheels_wanted"] is None
+    assert plan["python_found"] is None and plan["downloads"] == []
     assert folded(plan["refusal"]) == (
         f"pytorch_rocm_version: torch {release} has no wheels for Python 3.7.9 (/usr/bin/python3);"
         f" its wheels are for Python {', '.join(row['python'])}. torch releases with wheels for"
@@ -201,8 +214,24 @@ def test_pip_needs_an_index_or_a_wheelhouse():
         torch_settings(index_url="", find_links=WHEELHOUSE), ran("3.11.2")
     )
     assert wheelhouse_only["refusal"] == ""
-    # What the lab cache fetches comes from where the host would fetch it without one.
-    assert wheelhouse_only["wheels_wanted"]["index_url"] == f"{INDEX_BASE}/rocm6.4"
+    # What the lab cache fetches comes from where the host would fetch it without one; the
+    # preflight asks the wheelhouse alone.
+    (download,) = wheelhouse_only["downloads"]
+    assert download["upstream"] == {"index_url": f"{INDEX_BASE}/rocm6.4", "find_links": ""}
+    assert download["mirrors"] == [{"what": "PyTorch wheelhouse", "urls": [WHEELHOUSE]}]
+    both = fw.pytorch_rocm_plan(
+        torch_settings(index_url=f"{INDEX_BASE}/rocm6.4///", find_links=WHEELHOUSE), ran("3.11.2")
+    )
+    assert both["downloads"][0]["mirrors"] == [
+        {"what": "PyTorch index", "urls": [f"{INDEX_BASE}/rocm6.4/torch/"]},
+        {"what": "PyTorch wheelhouse", "urls": [WHEELHOUSE]},
+    ]
+    # A wheelhouse on the host's disk is not fetched: nothing to ask, the space still checked.
+    local = fw.pytorch_rocm_plan(
+        torch_settings(index_url="", find_links="/srv/wheels"), ran("3.11.2")
+    )
+    assert local["downloads"][0]["mirrors"] == []
+    assert local["downloads"][0]["path"] == "/opt/rocmlab/venvs/pytorch"
 
 
 @pytest.mark.parametrize(
@@ -256,8 +285,21 @@ def test_distro_source_installs_the_distributions_packages(torchvision):
     )
     assert plan["refusal"] == ""
     assert plan["packages"] == ["python3-torch"] + (["python3-torchvision"] if torchvision else [])
-    # Nothing for pip, and nothing for a lab cache to fetch.
-    assert plan["python_found"] is None and plan["wheels_wanted"] is None
+    # Nothing for pip, and nothing for a lab cache to fetch: apt's packages, no mirror, no place.
+    assert plan["python_found"] is None
+    assert plan["downloads"] == [
+        {
+            "kind": "apt",
+            "what": "PyTorch packages",
+            "mirrors": [],
+            "upstream": {},
+            "requirements": plan["packages"],
+            "python": None,
+            "path": None,
+            "space": None,
+            "size": None,
+        }
+    ]
 
 
 def test_distro_source_is_refused_where_the_distribution_has_no_pytorch():
@@ -469,12 +511,22 @@ def test_every_tensorflow_row_plans_its_pin_and_python(rocm, version, python):
         "package": f"tensorflow-rocm {version}",
         "wheels_for": row["python"],
     }
-    assert plan["wheels_wanted"] == {
-        "requirements": plan["requirements"],
-        "python": python,
-        "index_url": "",
-        "find_links": f"{AMD_BASE}/rocm-rel-{rocm}/" if row["source"] == "amd" else "",
-    }
+    assert plan["downloads"] == [
+        {
+            "kind": "wheels",
+            "what": "TensorFlow wheels",
+            "mirrors": [{"what": "TensorFlow wheelhouse", "urls": [f"{AMD_BASE}/rocm-rel-6.4/"]}],
+            "upstream": {
+                "index_url": "",
+                "find_links": f"{AMD_BASE}/rocm-rel-{rocm}/" if row["source"] == "amd" else "",
+            },
+            "requirements": plan["requirements"],
+            "python": python,
+            "path": "/opt/rocmlab/venvs/tensorflow",
+            "space": "venvs",
+            "size": None,
+        }
+    ]
 
 
 @pytest.mark.parametrize("rocm", list(TF))
@@ -594,7 +646,15 @@ def test_no_index_needs_a_wheelhouse_and_no_index(no_index, index_url, find_link
     )
     if not refused:
         assert plan["refusal"] == ""
+        # The preflight asks the index's page of the package (not when pip reads the wheelhouse
+        # alone) and a wheelhouse over HTTP.
+        assert plan["downloads"][0]["mirrors"] == (
+            [{"what": "TensorFlow index", "urls": [f"{index_url}/tensorflow-cpu/"]}]
+            if index_url
+            else []
+        ) + ([{"what": "TensorFlow wheelhouse", "urls": [find_links]}] if find_links else [])
         return
+    assert plan["downloads"] == []
     masked = index_url.replace("user:pw@", "***@")
     assert plan["refusal"] == (
         f'tensorflow_rocm_no_index {no_index}, tensorflow_rocm_index_url "{masked}",'
