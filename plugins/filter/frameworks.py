@@ -35,23 +35,17 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils.downloads import entry, pip_mirrors
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.downloads import (
+    entry,
+    pip_mirrors,
+    truthy,
+)
 
 CREDENTIALS = re.compile(r"://[^/@]*@")
-TRUE_STRINGS = frozenset({"yes", "on", "1", "true", "y", "t"})
 
 
 def _masked(text) -> str:
     return CREDENTIALS.sub("://***@", str(text))
-
-
-def _truthy(value) -> bool:
-    """Ansible's `bool` filter: true for True, 1 and the strings yes/on/1/true/y/t."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return value.strip().lower() in TRUE_STRINGS
-    return value == 1
 
 
 def _major_minor(version) -> str:
@@ -97,7 +91,7 @@ def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
     row = releases.get(release) or {}
     index = pytorch_rocm_index(releases, version, settings["rocm_version"])
     torchvision = str(row.get("torchvision", ""))
-    wants_torchvision = _truthy(settings["torchvision"])
+    wants_torchvision = truthy(settings["torchvision"])
     requirements = [f"torch=={version}"] + (
         [f"torchvision=={torchvision}.*"] if wants_torchvision else []
     )
@@ -215,7 +209,7 @@ def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict
         reasons.append(f"torch {torch} instead of {plan['version']}")
     if plan["wants_torchvision"] and _major_minor(torchvision) != plan["torchvision"]:
         reasons.append(f"torchvision {torchvision or 'missing'} instead of {plan['torchvision']}.*")
-    rebuild = _truthy(require_rocm_build) and bool(torch) and "+rocm" not in str(torch)
+    rebuild = truthy(require_rocm_build) and bool(torch) and "+rocm" not in str(torch)
     if rebuild:
         reasons.append(f"torch {torch} is not a ROCm build")
     # A ROCm build of the right version, but for another ROCm (the host's release changed): pip
@@ -252,7 +246,7 @@ def pytorch_rocm_record(
         "find_links": _masked(plan["find_links"]) if pip else "",
     }
     refusal = ""
-    if not _truthy(require_rocm_build):
+    if not truthy(require_rocm_build):
         pass
     elif result["build"] != "rocm":
         came_from = (
@@ -270,7 +264,7 @@ def pytorch_rocm_record(
             f" (torch.version.hip set) can. {came_from}On a host without an AMD GPU (CI), set"
             " pytorch_rocm_require_rocm_build: false."
         )
-    elif result["gpu_present"] and not _truthy(result["cuda_available"]):
+    elif result["gpu_present"] and not truthy(result["cuda_available"]):
         refusal = (
             f"pytorch_rocm: this host has /dev/kfd, but torch {result['torch_version']} (HIP"
             f" {hip}) says torch.cuda.is_available() is False. Check that the kernel driver"
@@ -351,7 +345,7 @@ def tensorflow_rocm_plan(settings: dict, python: dict | None = None) -> dict:
         "pythons": pythons,
         "index_url": str(settings["index_url"]),
         "find_links": str(settings["find_links"]),
-        "no_index": _truthy(settings["no_index"]),
+        "no_index": truthy(settings["no_index"]),
         "requirements": requirements,
         "python_found": None,
         "downloads": [],
@@ -475,9 +469,9 @@ def tensorflow_rocm_record(
         "no_index": plan["no_index"],
     }
     refusal = ""
-    if not _truthy(require_rocm_build):
+    if not truthy(require_rocm_build):
         pass
-    elif not _truthy(result["built_with_rocm"]):
+    elif not truthy(result["built_with_rocm"]):
         where = (
             "PyPI"
             if plan["source"] == "pypi"

@@ -31,15 +31,16 @@ import re
 DOWNLOADING_ROLES = ("rocm_repo", "rocm_packages", "pytorch_rocm", "tensorflow_rocm", "smoke_test")
 KINDS = ("apt", "wheels", "dataset")
 _HTTP = re.compile(r"https?://")
-_TRUE_STRINGS = frozenset({"yes", "on", "1", "true", "y", "t"})
+TRUE_STRINGS = frozenset({"yes", "on", "1", "true", "y", "t"})
 
 
-def _truthy(value) -> bool:
-    """Ansible's `bool` filter: true for True, 1 and the strings yes/on/1/true/y/t."""
+def truthy(value) -> bool:
+    """Ansible's `bool` filter: true for True, 1 and the strings yes/on/1/true/y/t (the frameworks'
+    plan filters read their settings with it too)."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str):
-        return value.strip().lower() in _TRUE_STRINGS
+        return value.strip().lower() in TRUE_STRINGS
     return value == 1
 
 
@@ -101,7 +102,7 @@ def rocm_repo(settings: dict) -> list:
             "urls": [f"{repo['uri']}/dists/{settings['suite']}/InRelease"],
         }
         for repo in settings["repositories"]
-        if _truthy(repo["enabled"])
+        if truthy(repo["enabled"])
     ]
     mirrors.append({"what": "ROCm signing key", "urls": [str(settings["key_url"])]})
     return [entry("apt", "ROCm apt repositories", mirrors=mirrors)]
@@ -128,7 +129,7 @@ def smoke_test(settings: dict) -> list:
     smallest file, gzipped or not: rocmlab fetch-mnist takes either), unless it is copied from the
     controller. SETTINGS: enabled, dataset, data_src, url (smoke_test_mnist_url), upstream (where
     a lab cache fetches it), probe_file, data_dir, bytes (the dataset's size unpacked)."""
-    if not _truthy(settings["enabled"]):
+    if not truthy(settings["enabled"]):
         return []
     dataset = str(settings["dataset"])
     url = str(settings["url"])

@@ -769,7 +769,7 @@ def test_a_tensorflow_that_lists_no_gpu_on_a_gpu_host_is_refused():
     ],
 )
 def test_booleans_are_read_as_ansibles_bool_filter_reads_them(value, expected):
-    assert fw._truthy(value) is expected
+    assert fw.truthy(value) is expected
 
 
 def test_the_filters_are_exported():
