@@ -35,23 +35,20 @@ ARGUMENT_SPECS_HEADER = (
     "# settings (it also holds their checks): edit that file, then run the tool.\n"
 )
 END = "<!-- END role variables -->"
-# The roles a lab configures: rocmlab's settings (the lab cache, the run lock, dpkg) apply to
-# every role, the others in the order the site playbook applies them (the internal role
-# framework_venv takes its arguments from pytorch_rocm and tensorflow_rocm, and is left out).
-PUBLIC_ROLES = (
-    "rocmlab",
-    "rocm_repo",
-    "rocm_packages",
-    "user_groups",
-    "gfx_override",
-    "pytorch_rocm",
-    "tensorflow_rocm",
-    "smoke_test",
-    "rocmlab_fleet",
-    "cluster_check",
-    "lab_cache",
-    "slurm_health",
-)
+# The roles a lab configures, in the role registry's order (roles/rocmlab/vars/main.yml,
+# __rocmlab_registry: rocmlab's settings apply to every role, the others in the order the site
+# playbook applies them; the internal role framework_venv takes its arguments from pytorch_rocm
+# and tensorflow_rocm and is not listed).
+REGISTRY = Path("roles") / "rocmlab" / "vars" / "main.yml"
+
+
+def public_roles(root: Path) -> tuple[str, ...]:
+    """The names of the role registry, in its order."""
+    entries = yaml.safe_load((root / REGISTRY).read_text())["__rocmlab_registry"]
+    return tuple(entry["name"] for entry in entries)
+
+
+PUBLIC_ROLES = public_roles(ROOT)
 LAB_EXAMPLE = ROOT / "inventory" / "lab.example" / "group_vars" / "all.yml"
 CONTRACT = Path("src") / "rocmlab" / "data" / "cli_contract.json"
 CONTRACT_VARS = Path("roles") / "smoke_test" / "vars" / "main.yml"
@@ -260,7 +257,7 @@ def lab_example(roles_dir: Path) -> str:
         "# meta/settings.yml by tools/role_docs.py (edit those, then run it). Copy this",
         "# folder to inventory/lab, keep what you change, and delete the rest.",
     ]
-    for role in PUBLIC_ROLES:
+    for role in public_roles(roles_dir.parent):
         role_dir = roles_dir / role
         out += ["", f"# --- {role}: {short_description(role_dir)} ---"]
         for name, option in spec_options(role_dir).items():
@@ -337,10 +334,11 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print("\n".join(missing), file=sys.stderr)
         return 1
+    public = public_roles(args.root)
     for role_dir in role_dirs:
         problems += drift(role_dir)
         wanted[role_dir / ARGUMENT_SPECS] = argument_specs(role_dir)
-        if role_dir.name in PUBLIC_ROLES:
+        if role_dir.name in public:
             wanted[role_dir / "README.md"] = readme_with_table(role_dir)
     wanted[args.root / LAB_EXAMPLE.relative_to(ROOT)] = lab_example(roles_dir)
     contract = json.loads((args.root / CONTRACT).read_text())

@@ -61,8 +61,16 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         roles = list(self._task.args.get("roles") or [])
         only = self._task.args.get("only")
-        if self._task.args.get("common", True) and only is None and COMMON_ROLE not in roles:
+        common_only = self._task.args.get("common_only")
+        if common_only is not None:
+            common_only = [str(name) for name in common_only]
+        common = self._task.args.get("common", True) and only is None
+        if (common or common_only is not None) and COMMON_ROLE not in roles:
             roles.append(COMMON_ROLE)
+        # Which settings of each role are checked (None: all of them).
+        limits = {role: only for role in roles}
+        if common_only is not None:
+            limits[COMMON_ROLE] = common_only
         unknown = [role for role in roles if not (ROLES / role / "meta" / "settings.yml").is_file()]
         if unknown:
             raise AnsibleError(f"rocmlab_check_settings: no meta/settings.yml for {unknown}")
@@ -85,11 +93,11 @@ class ActionModule(ActionBase):
             variables = self.host_variables(manager, play, name, roles, task_vars)
             templar = self._templar.copy_with_new_env(available_variables=variables)
             found, host_checks = [], []
-            if only is None and COMMON_ROLE in declarations:
+            if limits.get(COMMON_ROLE, False) is None:
                 found += retired_problems(declarations[COMMON_ROLE].get("retired"), variables)
             for role in roles:
                 role_problems, role_host_checks = self.role_problems(
-                    declarations[role], variables, templar, only
+                    declarations[role], variables, templar, limits.get(role)
                 )
                 found += role_problems
                 host_checks += role_host_checks

@@ -11,7 +11,8 @@ rocm_packages_downloads(settings) -> the ROCm packages apt installs, and where
 smoke_test_downloads(settings) -> the dataset
 
 Readers:
-downloads_of_host(host_vars, roles) -> the host's lists merged, in the roles' registry order
+downloads_of_host(host_vars, roles) -> the host's lists merged, in the order of the role registry
+    (roles/rocmlab/vars/main.yml, plugins/plugin_utils/registry.py)
 downloads_preflight(downloads, need_gib) -> {"mirrors", "urls", "space"}: what the rollout's
     preflight fetches from the host (each distinct URL once), and the places it checks with the
     GiB each needs
@@ -21,6 +22,7 @@ downloads_lab_cache(clients) -> {"wheels", "datasets"}: what a lab cache fetches
 from __future__ import annotations
 
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils import downloads
+from ansible_collections.rocmlab.rocmlab.plugins.plugin_utils import registry
 
 
 def rocm_repo_downloads(settings):
@@ -42,7 +44,9 @@ def smoke_test_downloads(settings):
 def downloads_of_host(host_vars, roles=None):
     """A host's downloads (<role>_downloads of each role in the registry, in its order), limited
     to ROLES where given (the roles a run applies)."""
-    return downloads.of_host(host_vars, None if roles is None else list(roles))
+    return downloads.of_host(
+        host_vars, registry.roles()["downloads"], None if roles is None else list(roles)
+    )
 
 
 def downloads_preflight(items, need_gib=None):
@@ -70,7 +74,7 @@ def downloads_preflight(items, need_gib=None):
 def downloads_lab_cache(clients):
     """What a lab cache fetches once for its clients (their host vars): {"wheels":
     [{requirements, python, index_url, find_links}], "datasets": [{dataset, url}]}."""
-    return downloads.lab_cache_wants(list(clients or []))
+    return downloads.lab_cache_wants(list(clients or []), registry.roles()["downloads"])
 
 
 class FilterModule:

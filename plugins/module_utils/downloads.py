@@ -26,9 +26,6 @@ from __future__ import annotations
 
 import re
 
-# The roles that publish <role>_downloads, in the order the site playbook applies them (the
-# order of the preflight's mirror checks and places).
-DOWNLOADING_ROLES = ("rocm_repo", "rocm_packages", "pytorch_rocm", "tensorflow_rocm", "smoke_test")
 KINDS = ("apt", "wheels", "dataset")
 _HTTP = re.compile(r"https?://")
 TRUE_STRINGS = frozenset({"yes", "on", "1", "true", "y", "t"})
@@ -162,11 +159,12 @@ def smoke_test(settings: dict) -> list:
 # --- What the readers need -------------------------------------------------------------------
 
 
-def of_host(host_vars, roles=None) -> list:
-    """A host's downloads: the lists its roles published (<role>_downloads), in registry order;
-    ROLES limits them to the roles a run applies (None: every role)."""
+def of_host(host_vars, order, roles=None) -> list:
+    """A host's downloads: the lists its roles published (<role>_downloads), in ORDER (the
+    registry's roles that download, registry.roles()["downloads"]); ROLES limits them to the
+    roles a run applies (None: every role)."""
     found = []
-    for role in DOWNLOADING_ROLES:
+    for role in order:
         if roles is not None and role not in roles:
             continue
         found.extend(host_vars.get(f"{role}_downloads") or [])
@@ -191,12 +189,13 @@ def _unique(items) -> list:
     return kept
 
 
-def lab_cache_wants(clients) -> dict:
+def lab_cache_wants(clients, order) -> dict:
     """What a lab cache fetches once for its clients (the host vars of each, in inventory order):
     {"wheels": [{requirements, python, index_url, find_links}], "datasets": [{dataset, url}]},
-    each distinct want once, by role in registry order, then by client."""
+    each distinct want once, by role in ORDER (the registry's roles that download), then by
+    client."""
     wheels, datasets = [], []
-    for role in DOWNLOADING_ROLES:
+    for role in order:
         for client in clients or []:
             for item in client.get(f"{role}_downloads") or []:
                 upstream = item.get("upstream") or {}

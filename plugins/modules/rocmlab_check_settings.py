@@ -39,6 +39,12 @@ options:
     description: Also check role C(rocmlab)'s settings (the lab cache, the run lock, dpkg).
     type: bool
     default: true
+  common_only:
+    description:
+      - Also check these settings of role C(rocmlab), and no other of its settings (the rollout's
+        own settings with the reports directory, in one call).
+    type: list
+    elements: str
 author: rocmlab contributors (@rocmlab)
 """
 

@@ -281,32 +281,12 @@ def test_a_lab_cache_reads_pytorch_wants_before_tensorflow_ones() -> None:
 # --- one declaration ------------------------------------------------------------------------
 
 
-def test_the_registry_is_the_roles_that_publish_a_list_in_the_site_order() -> None:
-    """Each role of the registry sets <role>_downloads in its tasks, no other role does, and the
-    registry's order is the site playbook's (tools/role_docs.py's list of roles)."""
-    from ansible_collections.rocmlab.rocmlab.plugins.module_utils import downloads
-
-    publishing = set()
-    for tasks in (REPO / "roles").glob("*/tasks/*.yml"):
-        for name in re.findall(r"^\s+([a-z_]+)_downloads:", tasks.read_text(), re.M):
-            publishing.add(name)
-    assert publishing == set(downloads.DOWNLOADING_ROLES)
-    import importlib.util as iu
-
-    spec = iu.spec_from_file_location("role_docs_for_downloads", REPO / "tools" / "role_docs.py")
-    assert spec is not None and spec.loader is not None
-    role_docs = iu.module_from_spec(spec)
-    spec.loader.exec_module(role_docs)
-    order = [r for r in role_docs.PUBLIC_ROLES if r in downloads.DOWNLOADING_ROLES]
-    assert order == list(downloads.DOWNLOADING_ROLES)
-
-
 def test_no_role_declares_a_download_elsewhere() -> None:
     """The per-role preflight files and the *_wanted facts are gone: nothing in the roles, the
     playbooks or the plugins names them."""
-    from ansible_collections.rocmlab.rocmlab.plugins.module_utils import downloads
+    from ansible_collections.rocmlab.rocmlab.plugins.plugin_utils import registry
 
-    roles = "|".join(downloads.DOWNLOADING_ROLES)
+    roles = "|".join(registry.roles()["downloads"])
     old = re.compile(rf"\b({roles})_(preflight|wheels_wanted|dataset_wanted)\b")
     leftovers = [
         str(path.relative_to(REPO))

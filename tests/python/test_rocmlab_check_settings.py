@@ -27,6 +27,7 @@ PLAY = """
     - name: Check every host's settings
       rocmlab.rocmlab.rocmlab_check_settings:
         roles: "{{ check_roles }}"
+        common_only: "{{ check_common_only | default(omit) }}"
       run_once: true
       register: checked
 
@@ -40,7 +41,9 @@ PLAY = """
 """
 
 
-def check(tmp_path: Path, hosts: dict[str, dict], roles: list[str]) -> dict:
+def check(
+    tmp_path: Path, hosts: dict[str, dict], roles: list[str], common_only: list | None = None
+) -> dict:
     inventory = tmp_path / "inventory.json"
     localhost = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     inventory.write_text(
@@ -63,7 +66,10 @@ def check(tmp_path: Path, hosts: dict[str, dict], roles: list[str]) -> dict:
             "-i",
             str(inventory),
             "-e",
-            json.dumps({"check_roles": roles, "out": str(out)}),
+            json.dumps(
+                {"check_roles": roles, "out": str(out)}
+                | ({} if common_only is None else {"check_common_only": common_only})
+            ),
             str(playbook),
         ],
         capture_output=True,
@@ -142,6 +148,26 @@ def test_a_retired_setting_an_old_inventory_still_sets_is_refused(tmp_path):
             "for every report, instead."
         ]
     }
+
+
+def test_common_only_checks_those_settings_of_role_rocmlab_and_no_other(tmp_path):
+    # The rollout checks its own settings and the reports directory in one call: a bad lock
+    # setting or a retired name is not its business there (the preflight checks them with every
+    # role's).
+    found = check(
+        tmp_path,
+        {
+            "bad": {"rocmlab_fleet_connect_timeout": 0, "rocmlab_reports_dir": "reports"},
+            "other": {"rocmlab_lock_stale_after": "soon", "smoke_test_report_dir": "/srv/r"},
+        },
+        ["rocmlab_fleet"],
+        common_only=["rocmlab_reports_dir"],
+    )
+    assert found["roles"] == ["rocmlab_fleet", "rocmlab"]
+    assert sorted(found["problems"]) == ["bad"]
+    text = " ".join(found["problems"]["bad"])
+    assert "rocmlab_fleet_connect_timeout: 0" in text, text
+    assert 'rocmlab_reports_dir: "reports"' in text, text
 
 
 def test_a_role_that_is_off_is_not_checked(result):
