@@ -28,6 +28,8 @@ What the preflight play gathers and prints around them:
 fleet_python_detail(found) -> the python check's detail, from the frameworks' *_python_found
 (what the roles will fetch and where they write, the mirrors and space above, comes from
 downloads_preflight in plugins/filter/downloads.py)
+fleet_preflight_record(checks, facts) -> the host's preflight record (<reports>/fleet/preflight/)
+fleet_not_run_reason(decision, aside, all_or_nothing) -> why a host that went has not run yet
 fleet_lines(hosts, checks, decisions) -> one line per host and check, and one per decision
 fleet_aside(hosts, decisions) -> ["host (state)"] of the hosts that do not go
 fleet_go(hosts, decisions) -> the hosts that go, in inventory order
@@ -201,6 +203,55 @@ def fleet_python_detail(found):
     return "; ".join(said) or "no framework installed with pip in this rollout"
 
 
+# dpkg's version of the distribution's rocminfo ("5.2.3-1", "1:6.1.5-2"): its upstream release.
+_DPKG_RELEASE = re.compile(r"^(?:[0-9]+:)?([0-9][0-9.]*)")
+
+
+def fleet_preflight_record(checks, facts):
+    """The preflight record of a host (schema 1, docs/fleet-report.md): its CHECKS, whether it
+    passed (no check failed), and what was read from it before any change. FACTS: host,
+    created (UTC, ISO 8601), distribution, kernel, python_found (pytorch_rocm_python_found, or
+    None), python_version (Ansible's interpreter's, where the frameworks found none), rocm_source,
+    host_rocm_version (rocmlab_preflight's: AMD's /opt/rocm/.info/version, or None),
+    rocminfo_version (dpkg's version of the distribution's rocminfo, "" when not installed),
+    rocm_configured (the release the inventory configures, or None)."""
+    checks = list(checks or [])
+    rocminfo = str(facts.get("rocminfo_version") or "").strip()
+    found = _DPKG_RELEASE.match(rocminfo)
+    python = (facts.get("python_found") or {}).get("version") or facts.get("python_version")
+    return {
+        "schema_version": 1,
+        "host": facts["host"],
+        "created": facts["created"],
+        "passed": not any(check["status"] == "fail" for check in checks),
+        "checks": checks,
+        "facts": {
+            "distribution": facts["distribution"],
+            "kernel": facts["kernel"],
+            "python": python,
+            "rocm_source": facts.get("rocm_source") or "amd",
+            "rocm_version": facts.get("host_rocm_version")
+            or (found.group(1) if found else rocminfo)
+            or None,
+            "rocm_configured": facts.get("rocm_configured"),
+        },
+    }
+
+
+def fleet_not_run_reason(decision, aside, all_or_nothing):
+    """The reason of a host's rollout record written in preflight: a host set aside, its
+    decision's; a host that goes, why it would not have run if the rollout ends before its batch
+    (all or nothing with hosts ASIDE, or a batch before it exceeded the failure budget)."""
+    if decision["state"] != "go":
+        return decision["reason"]
+    if aside and all_or_nothing:
+        return (
+            f"all or nothing (rocmlab_fleet_all_or_nothing): {', '.join(aside)} set aside in"
+            " preflight, so no host is provisioned"
+        )
+    return "an earlier batch exceeded the failure budget, or the run was stopped"
+
+
 def fleet_lines(hosts, checks, decisions):
     """One line per host and check, then the host's decision, the host names aligned. CHECKS
     and DECISIONS: {host: [checks]}, {host: decision}; a host without checks has its decision
@@ -241,6 +292,8 @@ class FilterModule:
             "fleet_preflight_checks": fleet_preflight_checks,
             "fleet_decision": fleet_decision,
             "fleet_python_detail": fleet_python_detail,
+            "fleet_preflight_record": fleet_preflight_record,
+            "fleet_not_run_reason": fleet_not_run_reason,
             "fleet_lines": fleet_lines,
             "fleet_aside": fleet_aside,
             "fleet_go": fleet_go,

@@ -275,3 +275,71 @@ def test_the_hosts_set_aside_and_those_that_go_keep_inventory_order() -> None:
     both = {**DECISIONS, "ws-3": {"state": "go", "reason": None}}
     assert fleet.fleet_go(HOSTS, both) == ["ws-01", "ws-3"]
     assert fleet.fleet_aside([], {}) == [] and fleet.fleet_lines([], {}, {}) == []
+
+
+FACTS = {
+    "host": "gpu01",
+    "created": "2026-12-05T07:00:00Z",
+    "distribution": "Debian 12.11",
+    "kernel": "6.1.0-37-amd64",
+    "python_found": None,
+    "python_version": "3.11.2",
+    "rocm_source": "amd",
+    "host_rocm_version": None,
+    "rocminfo_version": "",
+    "rocm_configured": "7.1",
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "python", "rocm_version"),
+    [
+        ({}, "3.11.2", None),
+        # AMD's /opt/rocm/.info/version wins over dpkg's rocminfo.
+        ({"host_rocm_version": "6.4.2", "rocminfo_version": "5.2.3-1"}, "3.11.2", "6.4.2"),
+        # The distribution's rocminfo: its upstream release, an epoch and revision left out.
+        ({"rocminfo_version": "5.2.3-1"}, "3.11.2", "5.2.3"),
+        ({"rocminfo_version": "1:6.1.5-2+b1"}, "3.11.2", "6.1.5"),
+        # The interpreter the frameworks will use, where they found one.
+        ({"python_found": {"path": "/usr/bin/python3.12", "version": "3.12.4"}}, "3.12.4", None),
+    ],
+)
+def test_the_preflight_record_holds_what_was_read_from_the_host(changes, python, rocm_version):
+    checks = fleet.fleet_preflight_checks(findings())
+    record = fleet.fleet_preflight_record(checks, {**FACTS, **changes})
+    assert record["schema_version"] == 1
+    assert record["host"] == "gpu01" and record["created"] == "2026-12-05T07:00:00Z"
+    assert record["checks"] == checks
+    assert record["facts"] == {
+        "distribution": "Debian 12.11",
+        "kernel": "6.1.0-37-amd64",
+        "python": python,
+        "rocm_source": "amd",
+        "rocm_version": rocm_version,
+        "rocm_configured": "7.1",
+    }
+
+
+def test_the_preflight_record_passes_only_without_a_failed_check():
+    holder = {"lock": "/var/lib/dpkg/lock-frontend", "pid": 812, "command": "unattended-upgrade"}
+    held = {"lock_holders": [holder], "interrupted": False, "unconfigured": []}
+    checks = fleet.fleet_preflight_checks(findings(dpkg=held))
+    assert by_name(checks)["dpkg"]["status"] == "warn"
+    assert fleet.fleet_preflight_record(checks, FACTS)["passed"] is True
+    failing = fleet.fleet_preflight_checks(
+        findings(dpkg={**findings()["dpkg"], "interrupted": True})
+    )
+    assert fleet.fleet_preflight_record(failing, FACTS)["passed"] is False
+
+
+def test_the_reason_of_a_hosts_first_rollout_record():
+    aside = {"state": "failed", "reason": "dpkg: interrupted"}
+    go = {"state": "go", "reason": ""}
+    assert fleet.fleet_not_run_reason(aside, ["b (failed)"], True) == "dpkg: interrupted"
+    assert fleet.fleet_not_run_reason(go, ["b (failed)", "c (unreachable)"], True) == (
+        "all or nothing (rocmlab_fleet_all_or_nothing): b (failed), c (unreachable) set aside in"
+        " preflight, so no host is provisioned"
+    )
+    later = "an earlier batch exceeded the failure budget, or the run was stopped"
+    assert fleet.fleet_not_run_reason(go, ["b (failed)"], False) == later
+    assert fleet.fleet_not_run_reason(go, [], True) == later
