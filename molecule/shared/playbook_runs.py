@@ -31,7 +31,7 @@ def play(
 ) -> subprocess.CompletedProcess:
     """ansible-playbook PLAYBOOK with EXTRA_VARS (highest precedence) and more ARGS, against the
     scenario's inventory or INVENTORY."""
-    return subprocess.run(
+    run = subprocess.run(
         [
             "ansible-playbook",
             *("-i", str(inventory), "-e", json.dumps(extra_vars)),
@@ -43,6 +43,19 @@ def play(
         env=ansible_env(),
         check=False,
     )
+    keep(run)
+    return run
+
+
+def keep(run: subprocess.CompletedProcess) -> None:
+    """With ROCMLAB_PLAY_LOG set (a file's path), append RUN's command and all it printed
+    there: the profile_tasks times of each run of a verifier, which pytest otherwise keeps only
+    for a failed test."""
+    path = os.environ.get("ROCMLAB_PLAY_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"=== {' '.join(map(str, run.args))} (rc {run.returncode})\n")
+            log.write(run.stdout + run.stderr + "\n")
 
 
 def said(run: subprocess.CompletedProcess) -> str:

@@ -69,6 +69,10 @@ bytes:
   description: The bytes fetched through the cache, all files together.
   returned: always
   type: int
+seconds:
+  description: How long the fetches took, all files together (wall time).
+  returned: always
+  type: float
 problems:
   description: What was not fetched or did not match, one sentence each.
   returned: always
@@ -78,6 +82,7 @@ problems:
 
 import hashlib
 import http.client
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache_apt import fill_plan
@@ -129,6 +134,7 @@ def main():
     params = module.params
     files, problems = fill_plan(params["wants"], params["cache"], params["remap"])
     fetched, total = [], 0
+    started = time.monotonic()
     if not module.check_mode:
         for entry in files:
             read, why = fetch(params["port"], entry, params["timeout"])
@@ -146,6 +152,7 @@ def main():
         files=len(files),
         fetched=fetched,
         bytes=total,
+        seconds=round(time.monotonic() - started, 1),
         problems=problems,
     )
 
