@@ -7,10 +7,11 @@ apt-cacher-ng fetches on demand: several clients asking for the same .deb at the
 can make it open a second upstream transfer. So each client asks its own apt which files this
 run's packages need that it does not hold (``apt-get install --print-uris``: its own sources,
 pins, configuration and installed packages, nothing replicated elsewhere), and the cache host
-fetches the union of those lists through its own apt-cacher-ng, one file at a time, before any
-client installs. The lists come from lab machines: they are parsed here, bounded, and only
-plain ``http://`` URLs of ``.deb`` files are fetched (never a query, never the cache's own
-pages), each checked against the size and hash the client's apt gave.
+fetches the union of those lists through its own apt-cacher-ng, each file once (several
+distinct files at once), before any client installs. The lists come from lab machines: they
+are parsed here, bounded, and only plain ``http://`` URLs of ``.deb`` files are fetched
+(never a query, never the cache's own pages), each checked against the size and hash the
+client's apt gave.
 
 Pure functions (tests/python/test_lab_cache_apt.py); the modules lab_cache_apt_uris (on a
 client) and lab_cache_apt_fill (on the cache host) call them.
@@ -152,6 +153,7 @@ def fill_plan(wants, cache, remap):
                     f" {entry['hash']}, {known['clients'][0]} gave {known['size']} and"
                     f" {known['hash_name']} {known['hash']}: fetched once, as the first gave it"
                 )
-            else:
+            elif client not in known["clients"]:
+                # A client's list naming a file twice counts that client once.
                 known["clients"].append(client)
     return [files[uri] for uri in sorted(files)], problems

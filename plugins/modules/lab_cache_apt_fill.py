@@ -12,9 +12,13 @@ description:
   - Runs on the lab cache host. I(wants) holds, per client, what C(apt-get install --print-uris)
     printed there for the packages this run installs (module lab_cache_apt_uris) - the files
     that client's apt would download. Their union is fetched from this host's apt-cacher-ng on
-    C(127.0.0.1), one file at a time, each once, and thrown away - apt-cacher-ng keeps it. The
-    clients then find every file in the cache - apt-cacher-ng opens no second upstream transfer
-    for clients asking for the same file at once.
+    C(127.0.0.1), each file once, and thrown away - apt-cacher-ng keeps it. The clients then
+    find every file in the cache - apt-cacher-ng opens no second upstream transfer for clients
+    asking for the same file at once.
+  - Up to I(workers) distinct files are fetched at once (apt-cacher-ng serves distinct files in
+    parallel; only the same file asked twice at once would cost a second upstream transfer, and
+    the union names each file once). The results are in the order of the files' URLs whatever
+    order the fetches end in.
   - "The lists come from lab machines and are read as hostile input (plugins/module_utils/
     lab_cache_apt.py) - bounded (16 MiB and 20000 files per client, lines of 4 KiB), only
     plain C(http://) URLs of C(.deb) files with no query, and on the cache itself only under
@@ -43,6 +47,10 @@ options:
     description: Seconds without data after which one fetch is given up.
     type: int
     default: 300
+  workers:
+    description: How many files are fetched at once, 1 (one after another) to 16.
+    type: int
+    default: 4
 author: rocmlab contributors (@rocmlab)
 """
 
@@ -61,7 +69,8 @@ files:
   returned: always
   type: int
 fetched:
-  description: The files fetched through the cache, each with C(uri), C(bytes) and C(clients).
+  description: The files fetched through the cache, each with C(uri), C(bytes) and C(clients),
+    in the order of their URLs.
   returned: always
   type: list
   elements: dict
@@ -73,8 +82,13 @@ seconds:
   description: How long the fetches took, all files together (wall time).
   returned: always
   type: float
+workers:
+  description: How many fetches ran at once at most (0 when nothing was fetched).
+  returned: always
+  type: int
 problems:
-  description: What was not fetched or did not match, one sentence each.
+  description: What was not fetched or did not match, one sentence each (the lists' problems
+    first, then the fetches', in the order of their URLs).
   returned: always
   type: list
   elements: str
@@ -83,12 +97,15 @@ problems:
 import hashlib
 import http.client
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache_apt import fill_plan
 
 HASH_FUNCTIONS = {"SHA512": "sha512", "SHA256": "sha256", "SHA1": "sha1", "MD5Sum": "md5"}
 BLOCK = 1 << 20
+# Bounds on the workers option: at most this many fetches at once.
+MAX_WORKERS = 16
 
 
 def fetch(port, entry, timeout):
@@ -120,6 +137,24 @@ def fetch(port, entry, timeout):
         connection.close()
 
 
+def fetch_one(port, entry, timeout):
+    """fetch(), with anything else that goes wrong in one fetch made its problem: one file's
+    failure never loses the others' results."""
+    try:
+        return fetch(port, entry, timeout)
+    except Exception as exc:  # a failed fetch is reported, not fatal
+        return 0, f"could not be fetched ({type(exc).__name__}: {exc})"
+
+
+def fetch_all(port, files, timeout, workers):
+    """(bytes read, why or None) for each of FILES, in their order, at most WORKERS fetches at
+    once. FILES are distinct (fill_plan names each URL once), so no file is asked twice."""
+    if not files:
+        return []
+    with ThreadPoolExecutor(max_workers=min(workers, len(files))) as pool:
+        return list(pool.map(lambda entry: fetch_one(port, entry, timeout), files))
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -128,16 +163,23 @@ def main():
             "port": {"type": "int", "required": True},
             "remap": {"type": "str", "default": "amd"},
             "timeout": {"type": "int", "default": 300},
+            "workers": {"type": "int", "default": 4},
         },
         supports_check_mode=True,
     )
     params = module.params
+    if not 1 <= params["workers"] <= MAX_WORKERS:
+        module.fail_json(
+            msg=f"workers: {params['workers']} is not a number of fetches at once; give 1 (one"
+            f" after another) to {MAX_WORKERS}. Nothing was fetched."
+        )
     files, problems = fill_plan(params["wants"], params["cache"], params["remap"])
     fetched, total = [], 0
     started = time.monotonic()
     if not module.check_mode:
-        for entry in files:
-            read, why = fetch(params["port"], entry, params["timeout"])
+        results = fetch_all(params["port"], files, params["timeout"], params["workers"])
+        for index, entry in enumerate(files):
+            read, why = results[index]
             total += read
             if why:
                 problems.append(f"{entry['uri']} {why}")
@@ -153,6 +195,7 @@ def main():
         fetched=fetched,
         bytes=total,
         seconds=round(time.monotonic() - started, 1),
+        workers=min(params["workers"], len(files)) if files and not module.check_mode else 0,
         problems=problems,
     )
 

@@ -1,7 +1,8 @@
 """The lab cache's apt fill: plugins/module_utils/lab_cache_apt.py (which packages a run
 installs, the clients' print-uris lists read as hostile input, what the cache host fetches),
-the modules lab_cache_apt_uris and lab_cache_apt_fill, and lab_cache_stats leaving the cache
-host's own fill out of the bytes served.
+the modules lab_cache_apt_uris and lab_cache_apt_fill (its fetches at once: the same results as
+one after another), the filter lab_cache_apt_fills (which cache fills what for whom), and
+lab_cache_stats leaving the cache host's own fill out of the bytes served.
 
 The print-uris lines are apt 2.6's own output on Debian 12 (``apt-get install --print-uris -qq
 python3-venv``), which gives the MD5Sum of each file.
@@ -18,13 +19,16 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from ansible.errors import AnsibleFilterError
 from ansible.module_utils import basic
+from ansible_collections.rocmlab.rocmlab.plugins.filter import lab_cache_apt as apt_filters
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils import lab_cache_apt as apt
 from ansible_modules import load_module, run_module
 
 fill_module = load_module("lab_cache_apt_fill")
 uris_module = load_module("lab_cache_apt_uris")
 stats_module = load_module("lab_cache_stats")
+LISTED = apt_filters.LISTED
 
 DEBIAN = "http://deb.debian.org/debian/pool/main"
 VENV_URIS = "".join(
@@ -398,3 +402,221 @@ def test_the_cache_hosts_own_fill_is_not_counted_as_served(tmp_path):
         "served": 2,
         "served_bytes": 42408,
     }
+
+
+# --- the fill's concurrency: distinct files at once, results as one after another ------------
+
+
+class SlowCache(Cache):
+    """The stand-in, holding each answer DELAY seconds (the first file the longest, so the
+    fetches end out of order) and counting the requests in flight at once."""
+
+    delay: ClassVar[dict[str, float]] = {}
+    lock = threading.Lock()
+    in_flight = 0
+    peak = 0
+
+    def do_GET(self):
+        cls = type(self)
+        with cls.lock:
+            cls.in_flight += 1
+            cls.peak = max(cls.peak, cls.in_flight)
+        try:
+            threading.Event().wait(cls.delay.get(self.path, 0))
+            if self.path.endswith("/reset_1_all.deb"):
+                # Headers promised, then the connection dropped: a failed fetch mid-batch.
+                cls.asked.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Length", "400")
+                self.end_headers()
+                self.wfile.write(b"z" * 10)
+                self.wfile.flush()
+                self.connection.shutdown(2)
+                return
+            super().do_GET()
+        finally:
+            with cls.lock:
+                cls.in_flight -= 1
+
+
+@pytest.fixture
+def slow_cache():
+    Cache.bodies, Cache.asked = {}, []
+    SlowCache.delay, SlowCache.in_flight, SlowCache.peak = {}, 0, 0
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowCache)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def batch(count: int) -> tuple[str, str]:
+    """COUNT package files (a good one, one with the wrong hash, one cut short by the server, one
+    missing, the rest good), served by SlowCache with the earliest URLs slowest; two clients'
+    lists naming them all (one of them twice over). Returns the two lists."""
+    listed = ""
+    for number in range(count):
+        kind = ("good", "wrong", "reset", "missing")[number] if number < 4 else "good"
+        uri = f"{DEBIAN}/f/f{number:02d}/{kind}_1_all.deb"
+        body = f"deb {number} ".encode() * (50 + number)
+        if kind != "missing":
+            Cache.bodies[uri] = body
+        SlowCache.delay[uri] = 0.05 * (count - number)
+        digest = "0" * 32 if kind == "wrong" else hashlib.md5(body).hexdigest()
+        listed += line(uri, len(body) if kind != "reset" else 400, digest)
+    return listed, listed + listed
+
+
+def fill(port: int, wants: dict, workers: int, capsys, monkeypatch) -> dict:
+    result = run_module(
+        fill_module,
+        {"wants": wants, "cache": CACHE, "port": port, "workers": workers, "timeout": 10},
+        capsys,
+        monkeypatch,
+    )
+    assert "failed" not in result, result
+    return result
+
+
+def test_the_concurrent_fill_gives_what_one_file_at_a_time_gives(slow_cache, capsys, monkeypatch):
+    one, two = batch(12)
+    wants = {"ws-02": two, "ws-01": one}
+    sequential = fill(slow_cache, wants, 1, capsys, monkeypatch)
+    assert SlowCache.peak == 1 and sequential["workers"] == 1
+    asked_sequential = list(Cache.asked)
+    Cache.asked, SlowCache.peak = [], 0
+    parallel = fill(slow_cache, wants, 4, capsys, monkeypatch)
+    assert parallel["workers"] == 4
+    # The same results, in the same order (the URLs'), though the fetches ended out of order.
+    for key in ("changed", "files", "fetched", "bytes", "problems"):
+        assert parallel[key] == sequential[key], key
+    assert [f["uri"] for f in parallel["fetched"]] == sorted(f["uri"] for f in parallel["fetched"])
+    assert parallel["files"] == 12 and len(parallel["fetched"]) == 9
+    assert all(f["clients"] == 2 for f in parallel["fetched"])
+    # The wrong hash, the dropped connection and the missing file are each a problem, in the
+    # order of their URLs, and lose none of the other files.
+    problems = parallel["problems"]
+    assert len(problems) == 3
+    assert "wrong_1_all.deb has another MD5Sum" in problems[0]
+    assert "reset_1_all.deb" in problems[1] and "400 bytes" in problems[1]
+    assert "missing_1_all.deb answered 404" in problems[2]
+    # Each file asked once per run, though both clients (one of them twice) listed it.
+    assert sorted(Cache.asked) == sorted(asked_sequential)
+    assert len(Cache.asked) == len(set(Cache.asked)) == 12
+
+
+@pytest.mark.parametrize("workers", [2, 3, 5])
+def test_no_more_fetches_at_once_than_the_workers(slow_cache, capsys, monkeypatch, workers):
+    one, _ = batch(10)
+    result = fill(slow_cache, {"ws-01": one}, workers, capsys, monkeypatch)
+    # Every fetch is held 0.05 s or more: the workers all run at once, and never more.
+    assert SlowCache.peak == workers == result["workers"]
+    assert len(Cache.asked) == len(set(Cache.asked)) == 10
+
+
+def test_fewer_files_than_workers_start_no_idle_workers(slow_cache, capsys, monkeypatch):
+    one, _ = batch(2)
+    result = fill(slow_cache, {"ws-01": one}, 16, capsys, monkeypatch)
+    assert result["workers"] == 2 and SlowCache.peak <= 2
+
+
+def test_an_unexpected_error_in_one_fetch_loses_no_other_file(cache, capsys, monkeypatch):
+    bodies = {f"{DEBIAN}/e/e{n}/e{n}_1_all.deb": f"body {n}".encode() * 30 for n in range(6)}
+    Cache.bodies = dict(bodies)
+    listed = "".join(line(uri, len(b), hashlib.md5(b).hexdigest()) for uri, b in bodies.items())
+    broken = f"{DEBIAN}/e/e3/e3_1_all.deb"
+    fetch = fill_module.fetch
+
+    def failing(port, entry, timeout):
+        if entry["uri"] == broken:
+            raise RuntimeError("the stand-in's own failure")
+        return fetch(port, entry, timeout)
+
+    monkeypatch.setattr(fill_module, "fetch", failing)
+    result = fill(cache, {"ws-01": listed}, 4, capsys, monkeypatch)
+    assert [f["uri"] for f in result["fetched"]] == sorted(set(bodies) - {broken})
+    assert result["problems"] == [
+        f"{broken} could not be fetched (RuntimeError: the stand-in's own failure)"
+    ]
+    assert result["bytes"] == sum(len(b) for uri, b in bodies.items() if uri != broken)
+
+
+@pytest.mark.parametrize("workers", [0, -1, 17])
+def test_a_number_of_workers_out_of_bounds_is_refused(cache, capsys, monkeypatch, workers):
+    path = f"{DEBIAN}/b/b/b_1_all.deb"
+    Cache.bodies = {path: b"b"}
+    args = {"wants": {"ws-01": line(path, 1, hashlib.md5(b"b").hexdigest())}, "cache": CACHE}
+    result = run_module(
+        fill_module, {**args, "port": cache, "workers": workers}, capsys, monkeypatch
+    )
+    assert result["failed"] is True
+    assert result["msg"].startswith(f"workers: {workers} is not a number of fetches at once")
+    assert "1 (one after another) to 16" in result["msg"]
+    assert Cache.asked == []
+
+
+# --- the batches: which lab cache fills what for whom ----------------------------------------
+
+
+def urls(cache: str, port: int = 3142) -> dict:
+    """rocmlab_lab_cache_urls as role rocmlab sets it (roles/rocmlab/tasks/lab-cache.yml)."""
+    return {"host": cache, "address": cache, "apt_proxy": f"http://{cache}:{port}/"}
+
+
+def test_the_batches_gather_each_caches_clients_that_lack_a_file():
+    hostvars = {
+        "ws-03": {"rocmlab_lab_cache_urls": urls("head02", 3200), LISTED: {"uris": "c"}},
+        "ws-01": {"rocmlab_lab_cache_urls": urls("head01"), LISTED: {"uris": "a"}},
+        "ws-02": {"rocmlab_lab_cache_urls": urls("head01"), LISTED: {"uris": "b"}},
+        # Converged: lacks nothing.
+        "ws-04": {"rocmlab_lab_cache_urls": urls("head01"), LISTED: {"uris": ""}},
+        # No lab cache ({} from role rocmlab), none set at all, and the uris task skipped.
+        "ws-05": {"rocmlab_lab_cache_urls": {}, LISTED: {"uris": "e"}},
+        "ws-06": {LISTED: {"uris": "f"}},
+        "ws-07": {"rocmlab_lab_cache_urls": urls("head01"), LISTED: {"skipped": True}},
+        "ws-08": {"rocmlab_lab_cache_urls": urls("head01")},
+        "head01": {"rocmlab_lab_cache_urls": {}},
+    }
+    hosts = ["head01", "ws-01", "ws-02", "ws-03", "ws-04", "ws-05", "ws-06", "ws-07", "ws-08"]
+    assert apt_filters.lab_cache_apt_fills(hosts, hostvars) == [
+        {
+            "host": "head01",
+            "cache": "head01:3142",
+            "port": 3142,
+            "wants": {"ws-01": "a", "ws-02": "b"},
+        },
+        {"host": "head02", "cache": "head02:3200", "port": 3200, "wants": {"ws-03": "c"}},
+    ]
+    # Only the hosts of this batch count.
+    assert apt_filters.lab_cache_apt_fills(["ws-02"], hostvars) == [
+        {"host": "head01", "cache": "head01:3142", "port": 3142, "wants": {"ws-02": "b"}}
+    ]
+    assert apt_filters.lab_cache_apt_fills(["ws-04", "ws-05"], hostvars) == []
+    assert apt_filters.lab_cache_apt_fills([], hostvars) == []
+
+
+def test_an_ipv6_cache_address_keeps_its_brackets():
+    hostvars = {
+        "ws-01": {
+            "rocmlab_lab_cache_urls": {"host": "head01", "apt_proxy": "http://[fd00::1]:3142/"},
+            LISTED: {"uris": "a"},
+        }
+    }
+    assert apt_filters.lab_cache_apt_fills(["ws-01"], hostvars) == [
+        {"host": "head01", "cache": "[fd00::1]:3142", "port": 3142, "wants": {"ws-01": "a"}}
+    ]
+
+
+@pytest.mark.parametrize(
+    "proxy", ["", "http://head01/", "https://head01:3142/", "http://head01:99999/", "head01:3142"]
+)
+def test_a_proxy_url_without_its_port_is_refused_naming_the_host(proxy):
+    hostvars = {
+        "ws-01": {
+            "rocmlab_lab_cache_urls": {"host": "head01", "apt_proxy": proxy},
+            LISTED: {"uris": "a"},
+        }
+    }
+    with pytest.raises(AnsibleFilterError, match=r"ws-01's rocmlab_lab_cache_urls\.apt_proxy is"):
+        apt_filters.lab_cache_apt_fills(["ws-01"], hostvars)
