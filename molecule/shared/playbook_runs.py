@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
@@ -31,6 +32,7 @@ def play(
 ) -> subprocess.CompletedProcess:
     """ansible-playbook PLAYBOOK with EXTRA_VARS (highest precedence) and more ARGS, against the
     scenario's inventory or INVENTORY."""
+    started = time.monotonic()
     run = subprocess.run(
         [
             "ansible-playbook",
@@ -43,18 +45,21 @@ def play(
         env=ansible_env(),
         check=False,
     )
-    keep(run)
+    keep(run, time.monotonic() - started)
     return run
 
 
-def keep(run: subprocess.CompletedProcess) -> None:
-    """With ROCMLAB_PLAY_LOG set (a file's path), append RUN's command and all it printed
-    there: the profile_tasks times of each run of a verifier, which pytest otherwise keeps only
-    for a failed test."""
+def keep(run: subprocess.CompletedProcess, seconds: float) -> None:
+    """With ROCMLAB_PLAY_LOG set (a file's path), append RUN's command, its wall time and all it
+    printed there (with ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks, each task's time:
+    Molecule's ansible.cfg enables no callback), which pytest otherwise keeps only for a failed
+    test."""
     path = os.environ.get("ROCMLAB_PLAY_LOG")
     if path:
         with open(path, "a", encoding="utf-8") as log:
-            log.write(f"=== {' '.join(map(str, run.args))} (rc {run.returncode})\n")
+            log.write(
+                f"=== {' '.join(map(str, run.args))} (rc {run.returncode}, {seconds:.0f} s)\n"
+            )
             log.write(run.stdout + run.stderr + "\n")
 
 
