@@ -59,7 +59,7 @@ class Slurm:
                 self.node, self.reason = self.node.split("+")[0], ""
         elif argv[:2] == ["scontrol", "reboot"]:
             pass
-        elif argv[0] == "runuser":
+        elif argv[0] == "env":
             if self.during_tier2:
                 self.during_tier2(self)
             report = Path(argv[argv.index("--json") + 1])
@@ -184,8 +184,9 @@ def test_a_failed_job_drains_runs_tier_2_as_the_account_and_a_pass_resumes(setup
     assert updates[0][:4] == ["scontrol", "update", "NodeName=gpu1", "State=DRAIN"]
     assert updates[0][4] == "Reason=rocmlab: job_failed: job 42 exit 1:0, tier 2 runs"
     assert updates[1] == ["scontrol", "update", "NodeName=gpu1", "State=RESUME"]
-    tier2 = next(c for c in fake.calls if c[0] == "runuser")
-    assert tier2[:3] == ["runuser", "-u", "researcher"]
+    tier2 = next(c for c in fake.calls if c[0] == "env")
+    assert tier2[:7] == ["env", "-i", f"PATH={t2.TIER2_PATH}", "LANG=C.UTF-8", "runuser", "-u",
+                         "researcher"]  # fmt: skip
     assert tier2[tier2.index("--tier") + 1] == "2" and tier2[-2:] == ["--expect-gpus", "4"]
     assert (fake.node, fake.reason) == ("IDLE", "")
     saved = json.loads((setup.s.state_dir / t2.STATE_FILE).read_text())
@@ -196,7 +197,7 @@ def test_a_successful_or_cancelled_job_does_nothing(setup):
     for state, code in (("COMPLETED", "0:0"), ("CANCELLED", "0:15")):
         fake = Slurm(setup.tmp, states=(state,), code=code)
         assert t2.after_job("42", setup.s, setup.io(fake)) == "nothing"
-        assert fake.updates() == [] and not any(c[0] == "runuser" for c in fake.calls)
+        assert fake.updates() == [] and not any(c[0] == "env" for c in fake.calls)
 
 
 def test_a_job_that_never_ends_is_given_up_on(setup):
@@ -244,7 +245,7 @@ def test_an_operators_drain_made_while_tier_2_runs_is_kept(setup):
 def test_an_operators_drain_before_the_job_ended_is_kept_and_tier_2_still_runs(setup):
     fake = Slurm(setup.tmp, node="IDLE+DRAIN", reason="fan swap, ticket 4711")
     assert t2.after_job("42", setup.s, setup.io(fake)) == NONE
-    assert fake.updates() == [] and any(c[0] == "runuser" for c in fake.calls)
+    assert fake.updates() == [] and any(c[0] == "env" for c in fake.calls)
     assert fake.reason == "fan swap, ticket 4711"
 
 
@@ -266,7 +267,7 @@ def test_a_node_still_busy_after_the_wait_stays_drained(setup):
     with pytest.raises(t2.Tier2Error, match="still runs jobs after 60 s"):
         t2.after_job("42", setup.s, setup.io(fake))
     assert fake.reason.startswith("rocmlab: job_failed:")
-    assert not any(c[0] == "runuser" for c in fake.calls)
+    assert not any(c[0] == "env" for c in fake.calls)
 
 
 @pytest.mark.parametrize(
@@ -341,7 +342,7 @@ def test_maintenance_drains_asks_a_plain_reboot_and_tier_2_after_the_boot_resume
     ]
     # The health check runs after-boot every interval: before the reboot, nothing.
     assert t2.after_boot(setup.s, io) == "waiting"
-    assert not any(c[0] == "runuser" for c in fake.calls)
+    assert not any(c[0] == "env" for c in fake.calls)
     setup.clock["boot"] = "boot-2"
     assert t2.after_boot(setup.s, io) == RESUME
     assert (fake.node, fake.reason) == ("IDLE", "")

@@ -62,8 +62,9 @@ RUNNING = frozenset(
     }
 )  # fmt: skip
 JOB_REASON = "job_failed"
-MAINTENANCE_REASON = f"{PREFIX} maintenance: rebooted, back after tier 2 passes"
+MAINTENANCE_REASON = f"{PREFIX} maintenance: back in service when tier 2 passes"
 STATE_FILE = "tier2-state.json"
+TIER2_PATH = "/usr/local/bin:/usr/bin:/bin"
 REPORT = "tier2.json"
 
 
@@ -287,8 +288,10 @@ def wait_idle(s: Settings, io: Io) -> slurm.Node:
 
 
 def tier2_argv(s: Settings) -> list[str]:
-    """Tier 2 as the smoke account, never root, under timeout."""
+    """Tier 2 as the smoke account, never root, under timeout, with none of the job's or root's
+    environment (runuser sets the account's HOME, SHELL, USER and LOGNAME)."""
     return [
+        "env", "-i", f"PATH={TIER2_PATH}", "LANG=C.UTF-8",
         "runuser", "-u", s.account, "--", "timeout", "-k", "10", str(s.tier2_timeout),
         s.rocmlab, "health", "--tier", "2", "--state-dir", str(s.report_dir),
         "--json", str(s.report_dir / REPORT), *s.tier2_args,
