@@ -293,6 +293,24 @@ def test_a_report_that_is_not_tier_2s_is_refused_and_the_node_stays_drained(setu
     assert [c for c in fake.updates() if "State=RESUME" in c] == []
 
 
+def test_a_directory_where_the_report_goes_is_refused(setup):
+    (setup.s.report_dir / t2.REPORT).mkdir()
+    fake = Slurm(setup.tmp)
+    with pytest.raises(t2.Tier2Error, match="cannot remove the old report"):
+        t2.after_job("42", setup.s, setup.io(fake))
+    assert not any(c[0] == "env" for c in fake.calls)
+    assert fake.reason.startswith("rocmlab: job_failed:")
+
+
+def test_main_says_why_when_the_state_directory_is_missing(tmp_path, capsys):
+    account = __import__("pwd").getpwuid(UID if UID else 65534).pw_name
+    rc = t2.main(["after-job", "--job", "1", "--state-dir", str(tmp_path / "none"),
+                  "--report-dir", str(tmp_path), "--account", account,
+                  "--rocmlab", "rocmlab"])  # fmt: skip
+    assert rc == 1
+    assert "stopped: " in capsys.readouterr().out
+
+
 def test_a_report_of_another_account_is_refused(setup):
     report = setup.s.report_dir / t2.REPORT
     report.write_text('{"tier": 2, "verdict": "pass", "checks": []}')

@@ -192,6 +192,8 @@ def read_state(path: Path) -> dict[str, Any]:
 def write_state(path: Path, doc: dict[str, Any]) -> None:
     """Atomically (a temporary file renamed over it)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # left by a run killed with the same process id
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as out:
         json.dump(doc, out)
@@ -308,8 +310,12 @@ def tiers() -> dict[str, int]:
 def tier2_and_gate(s: Settings, io: Io) -> slurm.Action:
     """Run tier 2 as the account, read its report as hostile input, hand it to the gate."""
     report = s.report_dir / REPORT
-    with contextlib.suppress(FileNotFoundError):
+    try:
         os.unlink(report)  # an old report must not stand for this run (unlink follows no link)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # the account put a directory there
+        raise Tier2Error(f"{report}: cannot remove the old report ({exc.strerror})") from None
     done = io.run(tier2_argv(s))
     io.say(f"tier 2 as {s.account} exited {getattr(done, 'returncode', 'not run')}")
     doc = read_report(report, s.account_uid)
@@ -469,6 +475,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             after_boot(s, io, now=args.now)
     except Tier2Error as exc:
         io.say(f"stopped: {exc}")
+        return 1
+    except OSError as exc:  # the state directory missing or not writable
+        io.say(f"stopped: {exc.filename or ''}: {exc.strerror or exc}")
         return 1
     return 0
 
