@@ -390,3 +390,18 @@ def test_main_refuses_root_as_the_account(tmp_path, capsys):
                   str(tmp_path), "--account", "root", "--rocmlab", "rocmlab"])  # fmt: skip
     assert rc == 1
     assert re.search(r"tier 2 never runs as root", capsys.readouterr().out)
+
+
+def test_a_run_while_another_holds_the_lock_is_skipped(tmp_path, capsys):
+    account = __import__("pwd").getpwuid(UID if UID else 65534).pw_name
+    held = t2.lock(tmp_path / "tier2.lock")
+    base = ["--state-dir", str(tmp_path), "--report-dir", str(tmp_path), "--account", account,
+            "--rocmlab", "rocmlab", "--scontrol", "/nonexistent/scontrol"]  # fmt: skip
+    try:
+        assert t2.main(["after-job", "--job", "7", *base]) == 0  # the Epilog's: quiet
+        assert t2.main(["maintenance", *base]) == 1  # an operator's: told
+        assert t2.main(["after-boot", "--now", *base]) == 1
+    finally:
+        os.close(held)
+    out = capsys.readouterr().out
+    assert out.count("another tier-2 run holds the lock: skipped") == 3, out

@@ -64,7 +64,8 @@ RUNNING = frozenset(
 JOB_REASON = "job_failed"
 MAINTENANCE_REASON = f"{PREFIX} maintenance: back in service when tier 2 passes"
 STATE_FILE = "tier2-state.json"
-TIER2_PATH = "/usr/local/bin:/usr/bin:/bin"
+# runuser is in /usr/sbin (util-linux); the account keeps the same PATH.
+TIER2_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 REPORT = "tier2.json"
 
 
@@ -459,14 +460,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         except FileNotFoundError:
             return None
 
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    io = Io(run=run, say=lambda line: print(f"{stamp} {args.mode}: {line}", flush=True))
+    def say(line: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        print(f"{stamp} {args.mode}: {line}", flush=True)
+
+    io = Io(run=run, say=say)
     try:
         s = _settings(args)
         held = lock(s.state_dir / "tier2.lock")
         if held is None:
             io.say("another tier-2 run holds the lock: skipped")
-            return 0
+            # An operator's request (maintenance, --after) says so with its exit status.
+            return 1 if args.mode == "maintenance" or args.now else 0
         if args.mode == "after-job":
             after_job(args.job, s, io)
         elif args.mode == "maintenance":
