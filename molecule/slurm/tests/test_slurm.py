@@ -4,7 +4,11 @@ KFD topology drains it within one interval with a rocmlab reason naming gpu_coun
 it back resumes it; an operator's drain of gpu2 stays through the health runs; a job with
 --gres=gpu:1 runs the smoke job on an allocated node and playbooks/health.yml brings its report
 to the fleet report; a hanging check on gpu2 is cut and neither drains it nor stalls slurmd; bad
-input is refused before any change. Every wait is bounded (HealthCheckInterval is 5 s here)."""
+input is refused before any change. The Epilog: a job that exits 1 drains its node, tier 2 runs
+as researcher and its pass resumes the node; a second failed job within the cooldown and a job
+that succeeds do nothing; an operator's drain made while the failing job ran stays; maintenance
+keeps the node drained through tier 0 until tier 2 passes after its (stood-for) boot. Every wait
+is bounded (HealthCheckInterval is 5 s here)."""
 
 from __future__ import annotations
 
@@ -85,6 +89,7 @@ def test_converge_configured_slurm_and_the_nodes_run_the_check():
     assert f"HealthCheckProgram={WRAPPER}" in conf.splitlines()
     assert f"HealthCheckInterval={INTERVAL}" in conf.splitlines()
     assert "HealthCheckNodeState=IDLE,CYCLE" in conf.splitlines()
+    assert "Epilog=/usr/local/sbin/rocmlab-slurm-epilog" in conf.splitlines()
     assert node(HEAD).file("/etc/slurm/slurm.conf").content_string == conf
     assert not node(HEAD).file(WRAPPER).exists  # the controller has no GPU
     gres = node(GPU1).file("/etc/slurm/gres.conf").content_string.splitlines()
@@ -201,6 +206,140 @@ def test_a_hanging_check_is_cut_and_neither_drains_nor_stalls_slurmd():
     next_run(GPU2)
     left = gpu2.run("ps -eo stat=,args= | awk '$1 !~ /^Z/ && /sleep 170/' | grep -v awk")
     assert left.stdout.strip() == "", left.stdout
+
+
+TIER2_LOG = f"{STATE}/tier2.log"
+TIER2_BOUND = 240  # the job's end, a few seconds; tier 2 on two shared cores, well under this
+
+
+def tier2_log(name: str) -> str:
+    out = node(name).run(f"cat {TIER2_LOG}")
+    return out.stdout if out.rc == 0 else ""
+
+
+def submit(script: str, on: str, wait: bool = True):
+    """A batch job of researcher's on node ``on``; with ``wait``, sbatch returns when it ended
+    (its exit status is the job's). Returns the run and the job id."""
+    flags = "--wait " if wait else ""
+    ran = node(HEAD).run(
+        f"cd /tmp && timeout 60 runuser -u researcher -- sbatch --parsable {flags}-w {on} "
+        f"-t 2 -o /dev/null --wrap '{script}'"
+    )
+    job_id = ran.stdout.strip().split(";")[0]
+    assert re.fullmatch(r"\d+", job_id), ran.stdout + ran.stderr
+    return ran, job_id
+
+
+def settles_at(name: str, expected: dict[str, str], bound: float = 30) -> None:
+    """The node's state and reason become ``expected`` (slurmctld may mark a busy slurmd
+    NOT_RESPONDING for a moment while tier 2 loads its two cores)."""
+    wait_for(f"{name} {expected}", lambda: shown(name) == expected, bound)
+
+
+def test_a_failed_job_drains_its_node_runs_tier_2_as_the_account_and_a_pass_resumes_it():
+    ran, job = submit("exit 1", GPU1)
+    assert ran.rc == 1, ran.stdout + ran.stderr
+    wait_for(
+        "the runner's gate on gpu1",
+        lambda: f"slurm: resume {GPU1}: tier 2 verdict" in tier2_log(GPU1),
+        TIER2_BOUND,
+    )
+    settles_at(GPU1, {"state": "IDLE", "reason": ""})
+    log = tier2_log(GPU1)
+    assert f"job {job} ended FAILED (exit 1:0): tier 2 checks the node" in log, log
+    assert f"drain {GPU1}: rocmlab: job_failed: job {job} exit 1:0, tier 2 runs" in log, log
+    assert re.search(r"tier 2 verdict: (pass|warn)", log), log
+    # slurmctld's own word: the node was drained with rocmlab's reason (no new job could land
+    # during tier 2), then resumed.
+    ctld = node(HEAD).file("/var/log/slurm/slurmctld.log").content_string
+    drained = ctld.find(
+        f"update_node: node {GPU1} reason set to: rocmlab: job_failed: job {job} exit 1:0"
+    )
+    assert drained >= 0, ctld[-3000:]
+    assert re.search(rf"update_node: node {GPU1} state set to DRAIN", ctld[drained:]), ctld[-3000:]
+    assert re.search(rf"update_node: node {GPU1} state set to IDLE", ctld[drained:]), ctld[-3000:]
+    report = node(GPU1).file("/var/lib/rocmlab/health/slurm-tier2/tier2.json")
+    assert report.user == "researcher"  # tier 2 ran as the account, not root
+    doc = json.loads(report.content_string)
+    assert doc["tier"] == 2 and doc["user"] == "researcher", doc
+    assert next(c for c in doc["checks"] if c["name"] == "smoke")["status"] == "pass", doc
+
+
+def test_a_second_failed_job_within_the_cooldown_and_a_job_that_succeeds_do_nothing():
+    _, failed = submit("exit 3", GPU1)
+    _, done = submit("true", GPU1)
+    wait_for(
+        "the runner's word on both jobs",
+        lambda: f"job {done} ended COMPLETED (exit 0:0): nothing to do" in tier2_log(GPU1),
+        30,
+    )
+    log = tier2_log(GPU1)
+    assert f"job {failed} ended FAILED (exit 3:0): tier 2 checks the node" in log, log
+    assert re.search(r"cooldown: tier 2 ran \d+ s ago, next in \d+ s: skipped", log), log
+    assert f"drain {GPU1}: rocmlab: job_failed: job {failed}" not in log, log
+    settles_at(GPU1, {"state": "IDLE", "reason": ""}, 10)
+
+
+def test_an_operators_drain_made_while_the_failing_job_ran_is_kept_through_tier_2():
+    gpu2, head = node(GPU2), node(HEAD)
+    gpu2.run_expect([0], "rm -f /tmp/rocmlab-go")
+    # The job fails when the test says so: the operator's drain comes first, deterministically.
+    _, job = submit("while [ ! -e /tmp/rocmlab-go ]; do sleep 0.2; done; exit 1", GPU2, False)
+    wait_for(
+        "the job running on gpu2",
+        lambda: "JobState=RUNNING" in head.check_output(f"scontrol show job -o {job}"),
+        30,
+    )
+    head.run_expect(
+        [0], f"scontrol update NodeName={GPU2} State=DRAIN Reason='fan swap, ticket 4712'"
+    )
+    try:
+        gpu2.run_expect([0], "touch /tmp/rocmlab-go")
+        wait_for(
+            "the runner's gate on gpu2",
+            lambda: re.search(r"slurm: .*'fan swap, ticket 4712'", tier2_log(GPU2)),
+            TIER2_BOUND,
+        )
+        log = tier2_log(GPU2)
+        assert f"job {job} ended FAILED (exit 1:0)" in log, log
+        assert "is drained by someone else ('fan swap, ticket 4712'): left as it is" in log, log
+        assert "is not rocmlab's" in log, log  # tier 2 ran; its pass resumed nothing
+        settles_at(GPU2, {"state": "IDLE+DRAIN", "reason": "fan swap, ticket 4712"})
+    finally:
+        head.run_expect([0], f"scontrol update NodeName={GPU2} State=RESUME")
+
+
+def test_maintenance_keeps_the_node_out_until_tier_2_passes_after_its_boot():
+    gpu1 = node(GPU1)
+    # Containers cannot reboot (slurmctld compares the node's boot time, which is the host's):
+    # the helper drains without the reboot, and the boot is stood for by the boot id it noted.
+    gpu1.run_expect([0], "rm -f /var/lib/rocmlab/health/slurm/tier2-state.json")
+    said = gpu1.run_expect([0], "/usr/local/sbin/rocmlab-slurm-maintenance --no-reboot")
+    assert "rocmlab: maintenance:" in said.stdout, said.stdout
+    reason = "rocmlab: maintenance: back in service when tier 2 passes"
+    settles_at(GPU1, {"state": "IDLE+DRAIN", "reason": reason})
+    next_run(GPU1)
+    log = next_run(GPU1)  # tier 0 passes and does not resume it; no boot since: no tier 2
+    assert f"slurm: {GPU1} stays drained" in log, log
+    wait_for(
+        "the health check's word on the pending maintenance",
+        lambda: "maintenance pending, the node has not rebooted since" in tier2_log(GPU1),
+        15,
+    )
+    settles_at(GPU1, {"state": "IDLE+DRAIN", "reason": reason})
+    # "The node booted": the noted boot id is not this boot's. The health check's next run
+    # starts tier 2, whose pass resumes the node.
+    gpu1.run_expect(
+        [0],
+        'sed -i \'s/"maintenance_boot": "[^"]*"/"maintenance_boot": "earlier"/\' '
+        f"{STATE}/tier2-state.json && grep -q earlier {STATE}/tier2-state.json",
+    )
+    wait_for(
+        "the runner's gate after the boot",
+        lambda: f"after-boot: slurm: resume {GPU1}" in tier2_log(GPU1),
+        TIER2_BOUND,
+    )
+    settles_at(GPU1, {"state": "IDLE", "reason": ""})
 
 
 def test_bad_input_is_refused_before_anything_changes():

@@ -1,0 +1,491 @@
+"""Tier 2 under Slurm, run as root by role slurm_health's Epilog and maintenance helper
+(docs/health.md, "Tier 2 after a failed job, and maintenance"):
+
+- ``after-job JOBID``: Slurm's node Epilog starts it detached after every job. It waits for the
+  job's final state (``scontrol show job -o``: the node Epilog gets no exit code, Slurm gives
+  SLURM_JOB_EXIT_CODE* to EpilogSlurmctld only), and only for a job that FAILED (a non-zero exit
+  of its script; not cancelled, timed out, preempted, out of memory or lost with its node),
+  outside the cooldown, drains the node with ``rocmlab: job_failed: ...``, runs tier 2 as the
+  smoke account, and hands its report to the Slurm gate (rocmlab.health.slurm): a pass resumes
+  the node only while the drain is still rocmlab's; a failure drains it with the check's reason;
+- ``maintenance``: drains the node with ``rocmlab: maintenance: ...``, notes this boot, and asks
+  Slurm to reboot it (``scontrol reboot``, no ASAP, no nextstate: Slurm's RESUME and ASAP clear
+  the drain at boot, before tier 2 ran); ``--no-reboot`` only drains;
+- ``after-boot``: tier 2 and the gate, when the node was put in maintenance and has booted since
+  (or ``--now``); the health check wrapper starts it, and Slurm runs the health check once when
+  slurmd starts after a reboot.
+
+Only the drain and resume decisions run as root, on the report the smoke account's tier 2
+wrote, read as hostile input: a regular file of that account, never through a link, at most
+REPORT_LIMIT bytes, a JSON object with the health report's verdict and tier 2. The decisions are
+the pure functions here; :func:`after_job`, :func:`maintenance` and :func:`after_boot` run them
+with injected commands and clock (tests/python/test_health_slurm_tier2.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import re
+import socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rocmlab.common.hostread import MIB, FileReplaced, FileTooLarge, NotRegularFile, read_regular
+from rocmlab.health import slurm
+from rocmlab.health.slurm import PREFIX, SlurmGateError, node_name
+
+REPORT_LIMIT = MIB
+STATE_LIMIT = 64 * 1024
+JOB_ID = re.compile(r"[1-9][0-9]{0,11}")
+# Slurm 22.05's job states (squeue(1), JOB STATE CODES). FAILED: "Job terminated with non-zero
+# exit code or other failure condition" - the one that says something about the node's GPUs.
+TRIGGERS = frozenset({"FAILED"})
+FINAL = frozenset(
+    {
+        "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
+        "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT", "SPECIAL_EXIT",
+    }
+)  # fmt: skip
+RUNNING = frozenset(
+    {
+        "COMPLETING", "RUNNING", "CONFIGURING", "PENDING", "REQUEUED", "REQUEUE_FED",
+        "REQUEUE_HOLD", "RESIZING", "RESV_DEL_HOLD", "REVOKED", "SIGNALING", "STAGE_OUT",
+        "STOPPED", "SUSPENDED",
+    }
+)  # fmt: skip
+JOB_REASON = "job_failed"
+MAINTENANCE_REASON = f"{PREFIX} maintenance: back in service when tier 2 passes"
+STATE_FILE = "tier2-state.json"
+# runuser is in /usr/sbin (util-linux); the account keeps the same PATH.
+TIER2_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+REPORT = "tier2.json"
+
+
+class Tier2Error(Exception):
+    """Something this run needs could not be read or done: the node's state stays as it is."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as ``scontrol show job -o ID`` describes it."""
+
+    job_id: str
+    state: str
+    exit_code: int
+    signal: int
+
+
+def job_id(text: str) -> str:
+    """A Slurm job id as this runner accepts one (it goes into a command's argument)."""
+    if not isinstance(text, str) or not JOB_ID.fullmatch(text):
+        raise Tier2Error(
+            f"job id {text!r} is not accepted: a whole number from 1, 12 digits at most"
+        )
+    return text
+
+
+def parse_job(text: str, wanted: str) -> Job:
+    """The job ``wanted`` from ``scontrol show job -o`` (hostile input: bounded, the line must be
+    that job's, the state one of Slurm's, ExitCode ``N:S``)."""
+    text = text[: slurm.OUTPUT_LIMIT]
+    line = next((ln for ln in text.splitlines() if ln.startswith(f"JobId={wanted} ")), None)
+    if line is None:
+        raise Tier2Error(f"scontrol show job -o {wanted} did not describe job {wanted}")
+    state = re.search(r"\sJobState=([A-Z_]+)(?:\s|$)", line)
+    code = re.search(r"\sExitCode=(\d{1,3}):(\d{1,3})(?:\s|$)", line)
+    if state is None or state[1] not in FINAL | RUNNING:
+        raise Tier2Error(f"scontrol's line for job {wanted} has no JobState this runner knows")
+    if code is None:
+        raise Tier2Error(f"scontrol's line for job {wanted} has no ExitCode=N:S field")
+    return Job(wanted, state[1], int(code[1]), int(code[2]))
+
+
+def triggers(job: Job) -> tuple[bool, str]:
+    """Whether the job's end calls for tier 2 on its node, and why (one line)."""
+    said = f"job {job.job_id} ended {job.state} (exit {job.exit_code}:{job.signal})"
+    if job.state in TRIGGERS:
+        return True, f"{said}: tier 2 checks the node"
+    if job.state == "COMPLETED":
+        return False, f"{said}: nothing to do"
+    return False, f"{said}: not the node's fault as far as Slurm tells, nothing to do"
+
+
+def job_reason(job: Job) -> str:
+    """The drain reason while tier 2 runs after ``job`` (it names no check: only tier 2 clears
+    it)."""
+    return f"{PREFIX} {JOB_REASON}: job {job.job_id} exit {job.exit_code}:{job.signal}, tier 2 runs"
+
+
+def cooldown_left(last: float | None, now: float, cooldown: float) -> float:
+    """Seconds until tier 2 may run again after one that started at ``last`` (0: it may now).
+    A start in the future (a clock set back) counts as long ago."""
+    if last is None or last > now:
+        return 0.0
+    return max(0.0, last + cooldown - now)
+
+
+def drain_decision(node: slurm.Node, reason: str) -> slurm.Action:
+    """Whether to drain the job's node before tier 2: only a node in service, or one rocmlab
+    drained; an operator's drain, DOWN and FAIL stay as they are (tier 2 still runs, and its
+    gate keeps them)."""
+    if node.base == "DOWN" or "FAIL" in node.flags:
+        return slurm.Action(slurm.NONE, f"{node.name} is {node.state}: left as it is")
+    if node.drained and not node.ours:
+        return slurm.Action(
+            slurm.NONE, f"{node.name} is drained by someone else ({node.reason!r}): left as it is"
+        )
+    if node.drained:  # rocmlab's own drain: kept, tier 2 decides
+        return slurm.Action(slurm.NONE, f"{node.name} is drained by rocmlab already: {node.reason}")
+    return slurm.Action(slurm.DRAIN, f"drain {node.name}: {reason}", reason)
+
+
+def read_report(path: Path, owner: int) -> dict[str, Any]:
+    """Tier 2's report as root reads it: a regular file of ``owner`` (the smoke account), never
+    through a link, at most REPORT_LIMIT bytes, a JSON object of tier 2 with a verdict.
+    Raises Tier2Error naming the file and why."""
+    try:
+        st = os.lstat(path)
+        data = read_regular(path, REPORT_LIMIT, follow_links=False, refuse_larger=True)
+    except FileNotFoundError:
+        raise Tier2Error(f"{path}: tier 2 wrote no report") from None
+    except (NotRegularFile, FileReplaced) as exc:
+        raise Tier2Error(f"{path}: refused, {exc}; root follows no link there") from None
+    except FileTooLarge:
+        raise Tier2Error(f"{path}: refused, over {REPORT_LIMIT} bytes") from None
+    except OSError as exc:
+        raise Tier2Error(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if len(data) > REPORT_LIMIT:
+        raise Tier2Error(f"{path}: refused, over {REPORT_LIMIT} bytes")
+    if st.st_uid != owner:
+        raise Tier2Error(
+            f"{path}: refused, owned by uid {st.st_uid}, not the smoke account's {owner}"
+        )
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise Tier2Error(f"{path}: refused, not JSON ({str(exc)[:80]})") from None
+    if not isinstance(doc, dict) or doc.get("tier") != 2 or "checks" not in doc:
+        raise Tier2Error(f"{path}: refused, not a tier-2 rocmlab health report")
+    if doc.get("verdict") not in ("pass", "warn", "fail") or not isinstance(doc["checks"], list):
+        raise Tier2Error(f"{path}: refused, no verdict pass, warn or fail and no checks")
+    return doc
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """The runner's own state (root's file): ``last_tier2`` (epoch seconds), ``maintenance_boot``
+    (the boot id maintenance was asked in). Anything unreadable counts as empty."""
+    try:
+        data = read_regular(path, STATE_LIMIT, follow_links=False)
+        doc = json.loads(data[:STATE_LIMIT].decode("utf-8"))
+    except (OSError, ValueError, NotRegularFile, FileReplaced):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def write_state(path: Path, doc: dict[str, Any]) -> None:
+    """Atomically (a temporary file renamed over it)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # left by a run killed with the same process id
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(doc, out)
+    os.replace(tmp, path)
+
+
+def lock(path: Path) -> int | None:
+    """An exclusive lock on ``path`` (created root's, never through a link), None when another
+    run holds it. The descriptor stays open for the run."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+Run = Callable[[Sequence[str]], Any]
+
+
+@dataclass
+class Settings:
+    """What role slurm_health's templates pass (docs/health.md)."""
+
+    node: str
+    state_dir: Path
+    report_dir: Path
+    account: str
+    account_uid: int
+    rocmlab: str
+    tier2_args: tuple[str, ...] = ()
+    cooldown: float = 3600.0
+    job_wait: float = 60.0
+    idle_wait: float = 600.0
+    tier2_timeout: int = 900
+    scontrol: str = "scontrol"
+
+
+@dataclass
+class Io:
+    """The world: commands, the clock, sleeping, printing (tests replace them)."""
+
+    run: Run
+    now: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    say: Callable[[str], None] = print
+    boot_id: Callable[[], str] = lambda: Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def _ok(done: Any, what: str) -> str:
+    if done is None:
+        raise Tier2Error(f"{what}: the command is not installed")
+    if done.returncode != 0:
+        raise Tier2Error(f"{what} exited {done.returncode}: {slurm._clean(done.stderr)[:200]}")
+    return str(done.stdout)
+
+
+def show_node(s: Settings, io: Io) -> slurm.Node:
+    out = _ok(io.run([s.scontrol, "show", "node", "-o", s.node]), f"scontrol show node {s.node}")
+    try:
+        return slurm.parse_node(out, s.node)
+    except SlurmGateError as exc:
+        raise Tier2Error(str(exc)) from None
+
+
+def wait_for_job(job: str, s: Settings, io: Io) -> Job:
+    """The job once it has left RUNNING and COMPLETING (the Epilog itself holds it in
+    COMPLETING until it returns), at most ``s.job_wait`` seconds."""
+    deadline = io.now() + s.job_wait
+    while True:
+        out = _ok(io.run([s.scontrol, "show", "job", "-o", job]), f"scontrol show job {job}")
+        found = parse_job(out, job)
+        if found.state in FINAL:
+            return found
+        if io.now() >= deadline:
+            raise Tier2Error(f"job {job} is still {found.state} after {s.job_wait:g} s")
+        io.sleep(1.0)
+
+
+def wait_idle(s: Settings, io: Io) -> slurm.Node:
+    """The node once no job runs on it (drained: no new one starts), at most ``s.idle_wait``."""
+    deadline = io.now() + s.idle_wait
+    while True:
+        node = show_node(s, io)
+        if node.base not in ("ALLOCATED", "MIXED") and "COMPLETING" not in node.flags:
+            return node
+        if io.now() >= deadline:
+            raise Tier2Error(
+                f"{s.node} still runs jobs after {s.idle_wait:g} s; tier 2 did not run and the "
+                "node stays drained (run rocmlab-slurm-maintenance --after-boot --now later)"
+            )
+        io.sleep(2.0)
+
+
+def tier2_argv(s: Settings) -> list[str]:
+    """Tier 2 as the smoke account, never root, under timeout, with none of the job's or root's
+    environment (runuser sets the account's HOME, SHELL, USER and LOGNAME)."""
+    return [
+        "env", "-i", f"PATH={TIER2_PATH}", "LANG=C.UTF-8",
+        "runuser", "-u", s.account, "--", "timeout", "-k", "10", str(s.tier2_timeout),
+        s.rocmlab, "health", "--tier", "2", "--state-dir", str(s.report_dir),
+        "--json", str(s.report_dir / REPORT), *s.tier2_args,
+    ]  # fmt: skip
+
+
+def tiers() -> dict[str, int]:
+    """Check name -> the tier that clears its drain (as ``rocmlab health --slurm-gate``)."""
+    from rocmlab.health.table import CHECKS, STATEFUL
+
+    return {spec.name: 2 if spec.name in STATEFUL else spec.tier for spec in CHECKS}
+
+
+def tier2_and_gate(s: Settings, io: Io) -> slurm.Action:
+    """Run tier 2 as the account, read its report as hostile input, hand it to the gate."""
+    report = s.report_dir / REPORT
+    try:
+        os.unlink(report)  # an old report must not stand for this run (unlink follows no link)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # the account put a directory there
+        raise Tier2Error(f"{report}: cannot remove the old report ({exc.strerror})") from None
+    done = io.run(tier2_argv(s))
+    io.say(f"tier 2 as {s.account} exited {getattr(done, 'returncode', 'not run')}")
+    doc = read_report(report, s.account_uid)
+    io.say(f"tier 2 verdict: {doc['verdict']}")
+    try:
+        action = slurm.gate(doc, s.node, io.run, tiers(), s.scontrol)
+    except SlurmGateError as exc:
+        raise Tier2Error(str(exc)) from None
+    io.say(f"slurm: {action.why}")
+    return action
+
+
+def after_job(job: str, s: Settings, io: Io) -> str:
+    """The Epilog's run; returns what it did, in one line (also said)."""
+    found = wait_for_job(job_id(job), s, io)
+    go, why = triggers(found)
+    io.say(why)
+    if not go:
+        return "nothing"
+    state_path = s.state_dir / STATE_FILE
+    state = read_state(state_path)
+    last = state.get("last_tier2")
+    left = cooldown_left(last if isinstance(last, (int, float)) else None, io.now(), s.cooldown)
+    if left > 0:
+        io.say(f"cooldown: tier 2 ran {io.now() - last:.0f} s ago, next in {left:.0f} s: skipped")
+        return "cooldown"
+    action = drain_decision(show_node(s, io), job_reason(found))
+    io.say(action.why)
+    if action.kind == slurm.DRAIN:
+        argv = slurm.command(action, s.node, s.scontrol)
+        _ok(io.run(argv), "scontrol update State=DRAIN")
+    wait_idle(s, io)
+    write_state(state_path, {**state, "last_tier2": io.now()})
+    return tier2_and_gate(s, io).kind
+
+
+def maintenance(s: Settings, io: Io, reboot: bool = True) -> str:
+    """Drain with the maintenance reason, note this boot, ask Slurm to reboot the node."""
+    node = show_node(s, io)
+    if node.drained and not node.ours:
+        raise Tier2Error(
+            f"{s.node} is drained by someone else ({node.reason!r}): resume it or put it in "
+            "maintenance yourself; nothing was changed"
+        )
+    state_path = s.state_dir / STATE_FILE
+    write_state(state_path, {**read_state(state_path), "maintenance_boot": io.boot_id()})
+    argv = [
+        s.scontrol,
+        "update",
+        f"NodeName={s.node}",
+        "State=DRAIN",
+        f"Reason={MAINTENANCE_REASON}",
+    ]
+    _ok(io.run(argv), "scontrol update State=DRAIN")
+    io.say(f"drain {s.node}: {MAINTENANCE_REASON}")
+    if not reboot:
+        return "drained"
+    # No ASAP and no nextstate: both clear the drain when the node registers after the boot.
+    _ok(io.run([s.scontrol, "reboot", s.node]), f"scontrol reboot {s.node}")
+    io.say(f"scontrol reboot {s.node}: Slurm reboots it when idle (RebootProgram)")
+    return "reboot"
+
+
+def after_boot(s: Settings, io: Io, now: bool = False) -> str:
+    """Tier 2 and the gate after maintenance, once the node booted since (or ``now``)."""
+    state_path = s.state_dir / STATE_FILE
+    state = read_state(state_path)
+    asked = state.get("maintenance_boot")
+    if not asked:
+        io.say("no maintenance pending: nothing to do")
+        return "nothing"
+    if not now and asked == io.boot_id():
+        io.say("maintenance pending, the node has not rebooted since: nothing to do yet")
+        return "waiting"
+    node = show_node(s, io)
+    if not (node.drained and node.reason.startswith(f"{PREFIX} maintenance:")):
+        io.say(f"{s.node} is {node.state} ({node.reason!r}): not rocmlab's maintenance drain")
+    state.pop("maintenance_boot", None)
+    write_state(state_path, {**state, "last_tier2": io.now()})
+    return tier2_and_gate(s, io).kind
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    import pwd
+
+    try:
+        uid = pwd.getpwnam(args.account).pw_uid
+    except KeyError:
+        raise Tier2Error(f"--account {args.account}: no such account") from None
+    if uid == 0:
+        raise Tier2Error(f"--account {args.account}: tier 2 never runs as root")
+    node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    try:
+        node = node_name(node)
+    except SlurmGateError as exc:
+        raise Tier2Error(str(exc)) from None
+    return Settings(
+        node=node,
+        state_dir=args.state_dir,
+        report_dir=args.report_dir,
+        account=args.account,
+        account_uid=uid,
+        rocmlab=args.rocmlab,
+        tier2_args=tuple(args.tier2_arg),
+        cooldown=args.cooldown,
+        job_wait=args.job_wait,
+        idle_wait=args.idle_wait,
+        tier2_timeout=args.tier2_timeout,
+        scontrol=args.scontrol,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rocmlab.health.slurm_tier2 MODE ...`` (role slurm_health's templates)."""
+    import subprocess
+
+    parser = argparse.ArgumentParser(prog="rocmlab.health.slurm_tier2")
+    parser.add_argument("mode", choices=("after-job", "maintenance", "after-boot"))
+    parser.add_argument("--job", default="")
+    parser.add_argument("--node", default="")
+    parser.add_argument("--state-dir", type=Path, required=True)
+    parser.add_argument("--report-dir", type=Path, required=True)
+    parser.add_argument("--account", required=True)
+    parser.add_argument("--rocmlab", required=True)
+    parser.add_argument("--tier2-arg", action="append", default=[])
+    parser.add_argument("--cooldown", type=float, default=3600.0)
+    parser.add_argument("--job-wait", type=float, default=60.0)
+    parser.add_argument("--idle-wait", type=float, default=600.0)
+    parser.add_argument("--tier2-timeout", type=int, default=900)
+    parser.add_argument("--scontrol", default="scontrol")
+    parser.add_argument("--no-reboot", action="store_true")
+    parser.add_argument("--now", action="store_true")
+    args = parser.parse_args(argv)
+
+    def run(cmd: Sequence[str]) -> Any:
+        try:
+            return subprocess.run(
+                list(cmd), capture_output=True, text=True, errors="replace", check=False,
+                stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        except FileNotFoundError:
+            return None
+
+    def say(line: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        print(f"{stamp} {args.mode}: {line}", flush=True)
+
+    io = Io(run=run, say=say)
+    try:
+        s = _settings(args)
+        held = lock(s.state_dir / "tier2.lock")
+        if held is None:
+            io.say("another tier-2 run holds the lock: skipped")
+            # An operator's request (maintenance, --after) says so with its exit status.
+            return 1 if args.mode == "maintenance" or args.now else 0
+        if args.mode == "after-job":
+            after_job(args.job, s, io)
+        elif args.mode == "maintenance":
+            maintenance(s, io, reboot=not args.no_reboot)
+        else:
+            after_boot(s, io, now=args.now)
+    except Tier2Error as exc:
+        io.say(f"stopped: {exc}")
+        return 1
+    except OSError as exc:  # the state directory missing or not writable
+        io.say(f"stopped: {exc.filename or ''}: {exc.strerror or exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

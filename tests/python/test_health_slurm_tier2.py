@@ -1,0 +1,407 @@
+"""Tier 2 under Slurm (rocmlab.health.slurm_tier2): which job ends call for it, the cooldown,
+the lock, the report read as hostile input, the drain and the resume, an operator's drain kept,
+maintenance. The commands are a fake scontrol that keeps one node's and one job's state in the
+shape Slurm 22.05's `scontrol show node -o` / `show job -o` print them (see test_health_slurm.py
+for the node line's source); the slurm Molecule scenario runs the same code against a real
+slurmctld."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from test_health_slurm import line as node_line
+
+from rocmlab.health import slurm_tier2 as t2
+from rocmlab.health.slurm import DRAIN, NONE, RESUME, Node
+
+# The shape of Slurm 22.05's `scontrol show job -o ID` (one line; fields cut to those read and
+# their neighbours).
+JOB = (
+    "JobId={id} JobName=wrap UserId=researcher(1000) GroupId=researcher(1000) MCS_label=N/A "
+    "Priority=1 Nice=0 Account=(null) QOS=(null) JobState={state} Reason=NonZeroExitCode "
+    "Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode={code} "
+    "RunTime=00:00:01 TimeLimit=00:10:00 NodeList=gpu1 BatchHost=gpu1"
+)
+UID = os.getuid()
+
+
+class Slurm:
+    """A fake scontrol (and tier 2) for one node and one job."""
+
+    def __init__(self, tmp: Path, states=("FAILED",), code="1:0", node="IDLE", reason=""):
+        self.tmp = tmp
+        self.job_states = list(states)
+        self.code = code
+        self.node, self.reason = node, reason
+        self.calls: list[list[str]] = []
+        self.report: object = {"tier": 2, "verdict": "pass", "checks": []}
+        self.during_tier2 = None  # a callable: what an operator does while tier 2 runs
+
+    def __call__(self, argv):
+        argv = list(argv)
+        self.calls.append(argv)
+        ok = SimpleNamespace(returncode=0, stdout="", stderr="")
+        if argv[:3] == ["scontrol", "show", "job"]:
+            state = self.job_states.pop(0) if len(self.job_states) > 1 else self.job_states[0]
+            ok.stdout = JOB.format(id=argv[-1], state=state, code=self.code) + "\n"
+        elif argv[:3] == ["scontrol", "show", "node"]:
+            ok.stdout = node_line(self.node, self.reason).replace("gpu1", argv[-1]) + "\n"
+        elif argv[:2] == ["scontrol", "update"]:
+            if "State=DRAIN" in argv:
+                self.node = self.node.split("+")[0] + "+DRAIN"
+                self.reason = argv[-1].removeprefix("Reason=")
+            elif "State=RESUME" in argv:
+                self.node, self.reason = self.node.split("+")[0], ""
+        elif argv[:2] == ["scontrol", "reboot"]:
+            pass
+        elif argv[0] == "env":
+            if self.during_tier2:
+                self.during_tier2(self)
+            report = Path(argv[argv.index("--json") + 1])
+            if isinstance(self.report, (dict, list)):
+                report.write_text(json.dumps(self.report))
+            elif callable(self.report):
+                self.report(report)
+        else:
+            raise AssertionError(argv)
+        return ok
+
+    def updates(self):
+        return [c for c in self.calls if c[1] in ("update", "reboot")]
+
+
+@pytest.fixture
+def setup(tmp_path):
+    state, reports = tmp_path / "state", tmp_path / "tier2"
+    state.mkdir()
+    reports.mkdir()
+    s = t2.Settings(
+        node="gpu1", state_dir=state, report_dir=reports, account="researcher",
+        account_uid=UID, rocmlab="/opt/rocmlab/venvs/pytorch/bin/rocmlab",
+        tier2_args=("--expect-gpus", "4"), cooldown=3600, job_wait=30, idle_wait=60,
+    )  # fmt: skip
+    clock = {"t": 1_000_000.0}
+    said: list[str] = []
+
+    def make(fake):
+        return t2.Io(
+            run=fake,
+            now=lambda: clock["t"],
+            sleep=lambda sec: clock.__setitem__("t", clock["t"] + sec),
+            say=said.append,
+            boot_id=lambda: clock.get("boot", "boot-1"),
+        )
+
+    return SimpleNamespace(s=s, clock=clock, said=said, io=make, tmp=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("state", "code", "go"),
+    [
+        ("FAILED", "1:0", True),
+        ("FAILED", "0:11", True),  # the script died of SIGSEGV: Slurm says FAILED
+        ("COMPLETED", "0:0", False),
+        ("CANCELLED", "0:15", False),
+        ("TIMEOUT", "0:15", False),
+        ("PREEMPTED", "0:15", False),
+        ("NODE_FAIL", "0:0", False),
+        ("OUT_OF_MEMORY", "0:125", False),
+        ("BOOT_FAIL", "0:0", False),
+        ("DEADLINE", "0:0", False),
+    ],
+)
+def test_only_a_failed_job_calls_for_tier_2(state, code, go):
+    job = t2.parse_job(JOB.format(id="42", state=state, code=code), "42")
+    assert (job.state, f"{job.exit_code}:{job.signal}") == (state, code)
+    assert t2.triggers(job)[0] is go
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        JOB.format(id="43", state="FAILED", code="1:0"),  # another job
+        JOB.format(id="42", state="EXPLODED", code="1:0"),  # not Slurm's state
+        JOB.format(id="42", state="FAILED", code="one"),
+        "",
+        "JobId=42 " + "x" * (70 * 1024) + " JobState=FAILED ExitCode=1:0",  # past the bound
+    ],
+)
+def test_scontrol_show_job_output_is_read_as_hostile_input(text):
+    with pytest.raises(t2.Tier2Error):
+        t2.parse_job(text, "42")
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "42;reboot", "4 2", "1234567890123", ""])
+def test_a_job_id_that_is_not_one_is_refused(bad):
+    with pytest.raises(t2.Tier2Error, match="job id"):
+        t2.job_id(bad)
+
+
+def test_cooldown():
+    assert t2.cooldown_left(None, 100.0, 3600) == 0
+    assert t2.cooldown_left(100.0, 700.0, 3600) == 3000
+    assert t2.cooldown_left(100.0, 3700.0, 3600) == 0
+    assert t2.cooldown_left(5000.0, 100.0, 3600) == 0  # clock set back: not stuck
+
+
+def test_the_drain_reason_names_no_check_so_only_tier_2_clears_it():
+    reason = t2.job_reason(t2.Job("123456789012", "FAILED", 255, 0))
+    assert reason == "rocmlab: job_failed: job 123456789012 exit 255:0, tier 2 runs"
+    assert len(reason) <= 80
+    from rocmlab.health.slurm import covers, reason_check
+
+    assert not covers(0, reason_check(reason), t2.tiers())
+    assert covers(2, reason_check(reason), t2.tiers())
+    assert not covers(1, reason_check(t2.MAINTENANCE_REASON), t2.tiers())
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "kind"),
+    [
+        ("IDLE", "", DRAIN),
+        ("MIXED", "", DRAIN),
+        ("IDLE+DRAIN", "fan swap, ticket 4711", NONE),
+        ("DOWN", "Not responding", NONE),
+        ("IDLE+FAIL", "bad", NONE),
+        ("IDLE+DRAIN", "rocmlab: gpu_count: reseat", NONE),
+    ],
+)
+def test_drain_before_tier_2_only_a_node_in_service(state, reason, kind):
+    base, *flags = state.split("+")
+    node = Node("gpu1", base, frozenset(flags), reason)
+    assert t2.drain_decision(node, "rocmlab: job_failed: x").kind == kind
+
+
+def test_a_failed_job_drains_runs_tier_2_as_the_account_and_a_pass_resumes(setup):
+    fake = Slurm(setup.tmp, states=("COMPLETING", "COMPLETING", "FAILED"))
+    assert t2.after_job("42", setup.s, setup.io(fake)) == RESUME
+    updates = fake.updates()
+    assert updates[0][:4] == ["scontrol", "update", "NodeName=gpu1", "State=DRAIN"]
+    assert updates[0][4] == "Reason=rocmlab: job_failed: job 42 exit 1:0, tier 2 runs"
+    assert updates[1] == ["scontrol", "update", "NodeName=gpu1", "State=RESUME"]
+    tier2 = next(c for c in fake.calls if c[0] == "env")
+    assert tier2[:7] == ["env", "-i", f"PATH={t2.TIER2_PATH}", "LANG=C.UTF-8", "runuser", "-u",
+                         "researcher"]  # fmt: skip
+    assert tier2[tier2.index("--tier") + 1] == "2" and tier2[-2:] == ["--expect-gpus", "4"]
+    assert (fake.node, fake.reason) == ("IDLE", "")
+    saved = json.loads((setup.s.state_dir / t2.STATE_FILE).read_text())
+    assert saved["last_tier2"] == setup.clock["t"]
+
+
+def test_a_successful_or_cancelled_job_does_nothing(setup):
+    for state, code in (("COMPLETED", "0:0"), ("CANCELLED", "0:15")):
+        fake = Slurm(setup.tmp, states=(state,), code=code)
+        assert t2.after_job("42", setup.s, setup.io(fake)) == "nothing"
+        assert fake.updates() == [] and not any(c[0] == "env" for c in fake.calls)
+
+
+def test_a_job_that_never_ends_is_given_up_on(setup):
+    fake = Slurm(setup.tmp, states=("COMPLETING",))
+    with pytest.raises(t2.Tier2Error, match="still COMPLETING after 30 s"):
+        t2.after_job("42", setup.s, setup.io(fake))
+    assert fake.updates() == []
+
+
+def test_a_failing_tier_2_drains_with_its_check(setup):
+    fake = Slurm(setup.tmp)
+    fake.report = {
+        "tier": 2, "verdict": "fail",
+        "checks": [{"name": "smoke", "status": "fail", "fix": "read docs/smoke-job.md"}],
+    }  # fmt: skip
+    assert t2.after_job("42", setup.s, setup.io(fake)) == DRAIN
+    assert fake.reason == "rocmlab: smoke: read docs/smoke-job.md"
+
+
+def test_cooldown_skips_a_second_failed_job(setup):
+    fake = Slurm(setup.tmp)
+    io = setup.io(fake)
+    assert t2.after_job("42", setup.s, io) == RESUME
+    setup.clock["t"] += 600
+    second = Slurm(setup.tmp)
+    assert t2.after_job("43", setup.s, setup.io(second)) == "cooldown"
+    assert second.updates() == []
+    assert any("next in 3000 s" in x for x in setup.said)
+    setup.clock["t"] += 3000
+    assert t2.after_job("44", setup.s, setup.io(Slurm(setup.tmp))) == RESUME
+
+
+def test_an_operators_drain_made_while_tier_2_runs_is_kept(setup):
+    fake = Slurm(setup.tmp)
+
+    def operator(f):
+        f.node, f.reason = "IDLE+DRAIN", "fan swap, ticket 4711"
+
+    fake.during_tier2 = operator
+    assert t2.after_job("42", setup.s, setup.io(fake)) == NONE
+    assert (fake.node, fake.reason) == ("IDLE+DRAIN", "fan swap, ticket 4711")
+    assert [c for c in fake.updates() if "State=RESUME" in c] == []
+
+
+def test_an_operators_drain_before_the_job_ended_is_kept_and_tier_2_still_runs(setup):
+    fake = Slurm(setup.tmp, node="IDLE+DRAIN", reason="fan swap, ticket 4711")
+    assert t2.after_job("42", setup.s, setup.io(fake)) == NONE
+    assert fake.updates() == [] and any(c[0] == "env" for c in fake.calls)
+    assert fake.reason == "fan swap, ticket 4711"
+
+
+def test_tier_2_waits_until_the_drained_node_runs_no_job(setup):
+    fake = Slurm(setup.tmp, node="MIXED")
+    states = iter(["MIXED+DRAIN", "MIXED+DRAIN", "IDLE+DRAIN"])
+    real = fake.__call__
+
+    def run(argv):
+        if argv[:3] == ["scontrol", "show", "node"] and fake.node.endswith("DRAIN"):
+            fake.node = next(states, fake.node)
+        return real(argv)
+
+    assert t2.after_job("42", setup.s, setup.io(run)) == RESUME
+
+
+def test_a_node_still_busy_after_the_wait_stays_drained(setup):
+    fake = Slurm(setup.tmp, node="ALLOCATED")
+    with pytest.raises(t2.Tier2Error, match="still runs jobs after 60 s"):
+        t2.after_job("42", setup.s, setup.io(fake))
+    assert fake.reason.startswith("rocmlab: job_failed:")
+    assert not any(c[0] == "env" for c in fake.calls)
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda p: p.symlink_to("/etc/passwd"), "symbolic link"),
+        (lambda p: p.write_bytes(b"{" + b" " * t2.REPORT_LIMIT + b"}"), "over"),
+        (lambda p: p.write_text("not json"), "not JSON"),
+        (lambda p: p.write_text('{"tier": 0, "verdict": "pass", "checks": []}'), "tier-2"),
+        (lambda p: p.write_text('{"tier": 2, "verdict": "great", "checks": []}'), "verdict"),
+        (lambda p: p.write_text('{"tier": 2, "verdict": "pass", "checks": 3}'), "no checks"),
+        (lambda p: p.write_text("[1]"), "tier-2"),
+        (lambda p: os.mkfifo(p), "FIFO"),
+        (lambda p: None, "wrote no report"),
+    ],
+)
+def test_a_report_that_is_not_tier_2s_is_refused_and_the_node_stays_drained(setup, make, why):
+    fake = Slurm(setup.tmp)
+    fake.report = make
+    with pytest.raises(t2.Tier2Error, match=why):
+        t2.after_job("42", setup.s, setup.io(fake))
+    assert fake.reason.startswith("rocmlab: job_failed:")
+    assert [c for c in fake.updates() if "State=RESUME" in c] == []
+
+
+def test_a_directory_where_the_report_goes_is_refused(setup):
+    (setup.s.report_dir / t2.REPORT).mkdir()
+    fake = Slurm(setup.tmp)
+    with pytest.raises(t2.Tier2Error, match="cannot remove the old report"):
+        t2.after_job("42", setup.s, setup.io(fake))
+    assert not any(c[0] == "env" for c in fake.calls)
+    assert fake.reason.startswith("rocmlab: job_failed:")
+
+
+def test_main_says_why_when_the_state_directory_is_missing(tmp_path, capsys):
+    account = __import__("pwd").getpwuid(UID if UID else 65534).pw_name
+    rc = t2.main(["after-job", "--job", "1", "--state-dir", str(tmp_path / "none"),
+                  "--report-dir", str(tmp_path), "--account", account,
+                  "--rocmlab", "rocmlab"])  # fmt: skip
+    assert rc == 1
+    assert "stopped: " in capsys.readouterr().out
+
+
+def test_a_report_of_another_account_is_refused(setup):
+    report = setup.s.report_dir / t2.REPORT
+    report.write_text('{"tier": 2, "verdict": "pass", "checks": []}')
+    with pytest.raises(t2.Tier2Error, match=f"not the smoke account's {UID + 1}"):
+        t2.read_report(report, UID + 1)
+    assert t2.read_report(report, UID)["verdict"] == "pass"
+
+
+def test_an_old_report_does_not_stand_for_this_run(setup):
+    (setup.s.report_dir / t2.REPORT).write_text('{"tier": 2, "verdict": "pass", "checks": []}')
+    fake = Slurm(setup.tmp)
+    fake.report = lambda p: None  # tier 2 died before writing
+    with pytest.raises(t2.Tier2Error, match="wrote no report"):
+        t2.after_job("42", setup.s, setup.io(fake))
+
+
+def test_the_lock_lets_one_run_at_a_time(tmp_path):
+    first = t2.lock(tmp_path / "tier2.lock")
+    assert first is not None
+    assert t2.lock(tmp_path / "tier2.lock") is None
+    os.close(first)
+    again = t2.lock(tmp_path / "tier2.lock")
+    assert again is not None
+    os.close(again)
+    (tmp_path / "link.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError):
+        t2.lock(tmp_path / "link.lock")
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_corrupt_state_file_counts_as_none(setup):
+    path = setup.s.state_dir / t2.STATE_FILE
+    for text in ("not json", "[1, 2]", '{"last_tier2": "soon"}'):
+        path.write_text(text)
+        fake = Slurm(setup.tmp)
+        assert t2.after_job("42", setup.s, setup.io(fake)) == RESUME
+        setup.clock["t"] += 7200
+
+
+def test_maintenance_drains_asks_a_plain_reboot_and_tier_2_after_the_boot_resumes(setup):
+    fake = Slurm(setup.tmp)
+    io = setup.io(fake)
+    assert t2.maintenance(setup.s, io) == "reboot"
+    assert fake.updates() == [
+        ["scontrol", "update", "NodeName=gpu1", "State=DRAIN", f"Reason={t2.MAINTENANCE_REASON}"],
+        ["scontrol", "reboot", "gpu1"],  # no ASAP, no nextstate: the drain outlives the boot
+    ]
+    # The health check runs after-boot every interval: before the reboot, nothing.
+    assert t2.after_boot(setup.s, io) == "waiting"
+    assert not any(c[0] == "env" for c in fake.calls)
+    setup.clock["boot"] = "boot-2"
+    assert t2.after_boot(setup.s, io) == RESUME
+    assert (fake.node, fake.reason) == ("IDLE", "")
+    assert t2.after_boot(setup.s, io) == "nothing"  # done once
+
+
+def test_maintenance_without_reboot_and_a_failing_tier_2_keeps_it_out(setup):
+    fake = Slurm(setup.tmp)
+    failed = {"name": "gpu_matmul", "status": "fail", "fix": "reboot"}
+    fake.report = {"tier": 2, "verdict": "fail", "checks": [failed]}
+    io = setup.io(fake)
+    assert t2.maintenance(setup.s, io, reboot=False) == "drained"
+    assert not any(c[1] == "reboot" for c in fake.calls)
+    assert t2.after_boot(setup.s, io, now=True) == DRAIN
+    assert fake.reason == "rocmlab: gpu_matmul: reboot"
+
+
+def test_maintenance_refuses_a_node_an_operator_drained(setup):
+    fake = Slurm(setup.tmp, node="IDLE+DRAIN", reason="fan swap")
+    with pytest.raises(t2.Tier2Error, match="drained by someone else"):
+        t2.maintenance(setup.s, setup.io(fake))
+    assert fake.updates() == []
+
+
+def test_main_refuses_root_as_the_account(tmp_path, capsys):
+    rc = t2.main(["after-job", "--job", "1", "--state-dir", str(tmp_path), "--report-dir",
+                  str(tmp_path), "--account", "root", "--rocmlab", "rocmlab"])  # fmt: skip
+    assert rc == 1
+    assert re.search(r"tier 2 never runs as root", capsys.readouterr().out)
+
+
+def test_a_run_while_another_holds_the_lock_is_skipped(tmp_path, capsys):
+    account = __import__("pwd").getpwuid(UID if UID else 65534).pw_name
+    held = t2.lock(tmp_path / "tier2.lock")
+    base = ["--state-dir", str(tmp_path), "--report-dir", str(tmp_path), "--account", account,
+            "--rocmlab", "rocmlab", "--scontrol", "/nonexistent/scontrol"]  # fmt: skip
+    try:
+        assert t2.main(["after-job", "--job", "7", *base]) == 0  # the Epilog's: quiet
+        assert t2.main(["maintenance", *base]) == 1  # an operator's: told
+        assert t2.main(["after-boot", "--now", *base]) == 1
+    finally:
+        os.close(held)
+    out = capsys.readouterr().out
+    assert out.count("another tier-2 run holds the lock: skipped") == 3, out
