@@ -28,6 +28,7 @@ JOB = (
     "RunTime=00:00:01 TimeLimit=00:10:00 NodeList=gpu1 BatchHost=gpu1"
 )
 UID = os.getuid()
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Slurm:
@@ -264,10 +265,14 @@ def test_tier_2_waits_until_the_drained_node_runs_no_job(setup):
 
 def test_a_node_still_busy_after_the_wait_stays_drained(setup):
     fake = Slurm(setup.tmp, node="ALLOCATED")
-    with pytest.raises(t2.Tier2Error, match="still runs jobs after 60 s"):
+    with pytest.raises(t2.Tier2Error, match="still runs jobs after 60 s") as raised:
         t2.after_job("42", setup.s, setup.io(fake))
     assert fake.reason.startswith("rocmlab: job_failed:")
     assert not any(c[0] == "env" for c in fake.calls)
+    # The command it names is one the maintenance helper the role installs accepts.
+    helper = REPO / "roles" / "slurm_health" / "templates" / "rocmlab-slurm-maintenance.sh.j2"
+    assert "run rocmlab-slurm-maintenance --after later" in str(raised.value)
+    assert "\n--after) exec" in helper.read_text()
 
 
 @pytest.mark.parametrize(

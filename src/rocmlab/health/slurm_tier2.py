@@ -25,7 +25,6 @@ with injected commands and clock (tests/python/test_health_slurm_tier2.py).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import fcntl
 import json
 import os
@@ -41,6 +40,7 @@ from typing import Any
 from rocmlab.common.hostread import MIB, FileReplaced, FileTooLarge, NotRegularFile, read_regular
 from rocmlab.health import slurm
 from rocmlab.health.slurm import PREFIX, SlurmGateError, node_name
+from rocmlab.health.state import write_atomically
 
 REPORT_LIMIT = MIB
 STATE_LIMIT = 64 * 1024
@@ -191,14 +191,9 @@ def read_state(path: Path) -> dict[str, Any]:
 
 
 def write_state(path: Path, doc: dict[str, Any]) -> None:
-    """Atomically (a temporary file renamed over it)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)  # left by a run killed with the same process id
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(doc, out)
-    os.replace(tmp, path)
+    """Atomically, root's alone (the health state's own writer: a temporary file created
+    exclusively, flushed and renamed over it, removed on failure)."""
+    write_atomically(path, json.dumps(doc) + "\n", mode=0o600)
 
 
 def lock(path: Path) -> int | None:
@@ -285,7 +280,7 @@ def wait_idle(s: Settings, io: Io) -> slurm.Node:
         if io.now() >= deadline:
             raise Tier2Error(
                 f"{s.node} still runs jobs after {s.idle_wait:g} s; tier 2 did not run and the "
-                "node stays drained (run rocmlab-slurm-maintenance --after-boot --now later)"
+                "node stays drained (run rocmlab-slurm-maintenance --after later)"
             )
         io.sleep(2.0)
 
