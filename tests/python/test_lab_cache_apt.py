@@ -409,7 +409,9 @@ def test_the_cache_hosts_own_fill_is_not_counted_as_served(tmp_path):
 
 class SlowCache(Cache):
     """The stand-in, holding each answer DELAY seconds (the first file the longest, so the
-    fetches end out of order) and counting the requests in flight at once."""
+    fetches end out of order) and counting the requests held at once. A request stops counting
+    before its answer is sent: a worker can only ask again once it has its answer, so the count
+    never includes a handler thread that is still finishing after its client moved on."""
 
     delay: ClassVar[dict[str, float]] = {}
     lock = threading.Lock()
@@ -423,20 +425,20 @@ class SlowCache(Cache):
             cls.peak = max(cls.peak, cls.in_flight)
         try:
             threading.Event().wait(cls.delay.get(self.path, 0))
-            if self.path.endswith("/reset_1_all.deb"):
-                # Headers promised, then the connection dropped: a failed fetch mid-batch.
-                cls.asked.append(self.path)
-                self.send_response(200)
-                self.send_header("Content-Length", "400")
-                self.end_headers()
-                self.wfile.write(b"z" * 10)
-                self.wfile.flush()
-                self.connection.shutdown(2)
-                return
-            super().do_GET()
         finally:
             with cls.lock:
                 cls.in_flight -= 1
+        if self.path.endswith("/reset_1_all.deb"):
+            # Headers promised, then the connection dropped: a failed fetch mid-batch.
+            cls.asked.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "400")
+            self.end_headers()
+            self.wfile.write(b"z" * 10)
+            self.wfile.flush()
+            self.connection.shutdown(2)
+            return
+        super().do_GET()
 
 
 @pytest.fixture
