@@ -12,6 +12,9 @@ each run building on what the one before left (the cases of issue 7, in order):
   run E2     case e: a full run afterwards: changed=0 on every host
   hostile    a host whose module returns a fleet plan of its own (a command for the controller):
              the fleet_report callback runs nothing of it, its table is the real plan's
+  run U      f, the canary, moved 6.4.2 -> 7.1 by its configured release: upgraded, gate passed,
+             known-good moved to 7.1.0; a and b follow with nothing to change
+  run V      f moved back to 6.4.2: a clean downgrade, known-good 6.4.2 again
   run G      f moved to a release whose health gate fails: rolled back, its venv from its kept copy
   run H      f's venv changed with no kept copy: playbooks/rollback.yml rebuilds it from the
              known-good record's freeze (the wheelhouse, rocmlab's wheel) and swaps it in
@@ -541,11 +544,112 @@ def test_a_hosts_fleet_plan_runs_nothing_on_the_controller(hostile_run) -> None:
     assert sorted(h["host"] for h in fleet["hosts"]) == sorted([A, F])
 
 
+# --- runs U and V: the lab's ROCm moved 6.4.2 -> 7.1 through the rollout, then back -----------
+# f (AMD's ROCm from the mirror, on 6.4.2 since E1) is configured 7.1 and put first in the
+# inventory, so it is the canary; a and b (the distribution's ROCm) follow in the second batch with
+# nothing to change. The gate (the smoke job) passes on 7.1, so f's known-good record moves to
+# 7.1.0. Run V moves f back to 6.4.2 alone (--limit): a clean downgrade, recorded the same way.
+# Both runs leave f in the state run G starts from (6.4.2, known-good 6.4.2).
+AMD_RELEASE = r"\.(\d{5,6})-"
+
+
+def recap(run: subprocess.CompletedProcess) -> dict[str, dict[str, int]]:
+    """Each host's counts in the run's PLAY RECAP."""
+    counts = {}
+    for line in run.stdout.split("PLAY RECAP", 1)[1].splitlines():
+        if ": ok=" in line:
+            name, rest = line.split(":", 1)
+            counts[name.strip()] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", rest)}
+    return counts
+
+
+def amd_releases(name: str) -> set[str]:
+    """The releases AMD's installed packages belong to, from their versions (60402 -> 6.4.2)."""
+    found = set()
+    for line in amd_packages(name):
+        (field,) = re.findall(AMD_RELEASE, line)
+        number = int(field)
+        found.add(f"{number // 10000}.{number // 100 % 100}.{number % 100}")
+    return found
+
+
+def assert_on(name: str, release: str, gone: str) -> None:
+    """NAME runs RELEASE of AMD's ROCm and nothing of release GONE is left."""
+    f = host(name)
+    assert amd_releases(name) == {release}, amd_packages(name)
+    assert f.file("/opt/rocm").linked_to == f"/opt/rocm-{release}"
+    assert not f.file(f"/opt/rocm-{gone}").exists
+    upgradable = f.check_output("apt list --upgradable 2>/dev/null")
+    assert not AMD_VERSION.search(upgradable), upgradable
+
+
+@pytest.fixture(scope="module")
+def run_u(run_e2):
+    before = {name: record(name) for name in (A, B, F)}
+    f = host(F)
+    apt_before = f.check_output(APT_FILES)
+    lab = {F: {**AMD_SOURCE, "rocm_repo_version": "7.1"}, A: {}, B: {}}
+    run = rollout(
+        inventory("u", {**lab, **{k: v for k, v in LAB_E.items() if k not in lab}}),
+        "--limit",
+        f"{F},{A},{B}",
+        extra={"rocmlab_fleet_serial": [1, "100%"]},
+    )
+    return run, before, apt_before
+
+
+def test_u_the_canary_is_upgraded_through_the_rollout_and_the_rest_follow(run_u) -> None:
+    run, before, apt_before = run_u
+    text = said(run)
+    assert run.returncode == 0, text[-3000:]
+    assert f"{F} PASS release will change 6.4.2 \u2192 7.1.0 (upgrade)" in text, text[-3000:]
+    assert re.search(r"6\.4\.2 \u2192 7\.1\.0: \d+ packages change \(", text), text[-3000:]
+    assert_on(F, "7.1.0", "6.4.2")
+    assert host(F).check_output(APT_FILES) != apt_before
+    rec = record(F)
+    assert (rec["state"], rec["batch"], rec["reason"]) == ("ready", 1, None), rec
+    # Read from f after its gate passed, not taken from the inventory.
+    assert rec["rocm"] == {"installed": "7.1.0", "configured": "7.1"}, rec
+    assert rec["known_good"]["release"] == "7.1.0"
+    assert rec["known_good"]["since"] > before[F]["known_good"]["since"]
+    assert json.loads(host(F).file(KNOWN_GOOD).content_string)["rocm_version"] == "7.1.0"
+    # The rest followed in the second batch, with nothing of theirs to change.
+    counts = recap(run)
+    for name in (A, B):
+        assert (record(name)["state"], record(name)["batch"]) == ("ready", 2)
+        assert counts[name]["changed"] == 0 and counts[name]["failed"] == 0, counts
+    fleet = {h["host"]: h for h in json.loads((REPORTS / "fleet.json").read_text())["hosts"]}
+    assert fleet[F]["known_good"]["release"] == "7.1.0"
+    table = run.stdout[run.stdout.index("FLEET REPORT") :]
+    assert re.search(rf"{F} +READY +7\.1\.0 \d+[smhd] ", table), table
+
+
+@pytest.fixture(scope="module")
+def run_v(run_u):
+    return rollout(inventory("v", LAB_E), "--limit", F)
+
+
+def test_v_going_back_through_the_rollout_downgrades_cleanly(run_v) -> None:
+    run = run_v
+    text = said(run)
+    assert run.returncode == 0, text[-3000:]
+    assert f"{F} PASS release will change 7.1.0 \u2192 6.4.2 (downgrade)" in text, text[-3000:]
+    assert re.search(r"7\.1\.0 \u2192 6\.4\.2: \d+ packages change \(", text), text[-3000:]
+    # AMD's own 7.1 packages, no longer offered by any source, are not taken for Debian's.
+    assert "the distribution's ROCm packages are installed in versions above AMD's" not in text
+    assert_on(F, "6.4.2", "7.1.0")
+    rec = record(F)
+    assert (rec["state"], rec["reason"]) == ("ready", None), rec
+    assert rec["rocm"] == {"installed": "6.4.2", "configured": "6.4.2"}, rec
+    assert rec["known_good"]["release"] == "6.4.2"
+    assert json.loads(host(F).file(KNOWN_GOOD).content_string)["rocm_version"] == "6.4.2"
+
+
 # --- run G: f moved to ROCm 7.1.1, whose health gate fails: the rollout rolls f back ----------
 # 7.1.1 is the mirror's broken release (tests/fixtures/amd_mirror/build.sh): its OpenCL runtime
 # registers an ICD whose library it does not ship, so `clinfo -l` lists no platform and the
 # doctor, which the smoke job runs first, fails (check opencl). f passed its gate on 6.4.2 in runs
-# E1 and E2, which recorded that state as its known-good one.
+# E1, E2 and V, which recorded that state as its known-good one.
 APT_FILES = "find /etc/apt -type f -print0 | sort -z | xargs -0 sha256sum; find /etc/apt -type l"
 FREEZE = f"{VENV}/bin/python -m pip freeze"
 WHEELS = "/opt/rocmlab/wheels"
@@ -578,7 +682,7 @@ def newer_wheel() -> Path:
 
 
 @pytest.fixture(scope="module")
-def run_g(run_e2):
+def run_g(run_v):
     f = host(F)
     before = {
         "apt": f.check_output(APT_FILES),
@@ -635,7 +739,7 @@ def test_g_a_host_whose_gate_fails_after_the_change_is_rolled_back(run_g) -> Non
     assert snapshot(A, B) == others
     table = run.stdout[run.stdout.index("FLEET REPORT") :]
     assert re.search(rf"{F} +ROLLED_BACK .*rolled back: health gate failed on ROCm 7\.1\.1", table)
-    # The known-good state it went back to, as the rollback plan read it: the one of E1 and E2.
+    # The known-good state it went back to, as the rollback plan read it: the one of run V.
     assert rec["known_good"] == before["record"]["known_good"]
     assert rec["known_good"]["release"] == "6.4.2"
     assert re.search(rf"{F} +ROLLED_BACK +6\.4\.2 \d+[smhd] ", table), table
