@@ -12,9 +12,10 @@ each run building on what the one before left (the cases of issue 7, in order):
   run E2     case e: a full run afterwards: changed=0 on every host
   hostile    a host whose module returns a fleet plan of its own (a command for the controller):
              the fleet_report callback runs nothing of it, its table is the real plan's
-  run U      f, the canary, moved 6.4.2 -> 7.1 by its configured release: upgraded, gate passed,
-             known-good moved to 7.1.0; a and b follow with nothing to change
-  run V      f moved back to 6.4.2: a clean downgrade, known-good 6.4.2 again
+  run U      the lab's ROCm moved to 7.1: f, the canary, upgraded from 6.4.2, then b moved from the
+             distribution's ROCm to AMD's 7.1; gates passed, known-good records at 7.1.0; a, on
+             the distribution's ROCm, changes nothing
+  run V      f, then b, moved back to 6.4.2: clean downgrades, known-good 6.4.2 again
   run G      f moved to a release whose health gate fails: rolled back, its venv from its kept copy
   run H      f's venv changed with no kept copy: playbooks/rollback.yml rebuilds it from the
              known-good record's freeze (the wheelhouse, rocmlab's wheel) and swaps it in
@@ -544,13 +545,37 @@ def test_a_hosts_fleet_plan_runs_nothing_on_the_controller(hostile_run) -> None:
     assert sorted(h["host"] for h in fleet["hosts"]) == sorted([A, F])
 
 
+# What the runs from U on read of a host: its apt files, venv, known-good record, AMD packages.
+APT_FILES = "find /etc/apt -type f -print0 | sort -z | xargs -0 sha256sum; find /etc/apt -type l"
+FREEZE = f"{VENV}/bin/python -m pip freeze"
+WHEELS = "/opt/rocmlab/wheels"
+KNOWN_GOOD = "/var/lib/rocmlab/known-good.json"
+# AMD's packages: their version carries the release (6.4.2.60402-1, 1.0.0.60402-1, 1:6.4.60402-1).
+AMD_VERSION = re.compile(r"\.\d{5,6}-")
+
+
+def amd_packages(name: str) -> list[str]:
+    listed = host(name).check_output("dpkg-query -W -f '${Package} ${Version} ${Status}\\n'")
+    return sorted(line for line in listed.splitlines() if AMD_VERSION.search(line))
+
+
 # --- runs U and V: the lab's ROCm moved 6.4.2 -> 7.1 through the rollout, then back -----------
 # f (AMD's ROCm from the mirror, on 6.4.2 since E1) is configured 7.1 and put first in the
-# inventory, so it is the canary; a and b (the distribution's ROCm) follow in the second batch with
-# nothing to change. The gate (the smoke job) passes on 7.1, so f's known-good record moves to
-# 7.1.0. Run V moves f back to 6.4.2 alone (--limit): a clean downgrade, recorded the same way.
-# Both runs leave f in the state run G starts from (6.4.2, known-good 6.4.2).
+# inventory, so it is the canary; b, on the distribution's ROCm until now, is moved to AMD's 7.1
+# (rocm_packages_replace_distro: Debian's rocminfo and rocm-smi sort above AMD's) and a, which
+# stays on the distribution's, has nothing to change: both follow in the second batch. The gate
+# (the smoke job) passes on 7.1, so f's and b's known-good records move to 7.1.0. Run V moves f
+# and b back to 6.4.2, f first again: a clean downgrade, recorded the same way. Both runs leave f
+# in the state run G starts from (6.4.2, known-good 6.4.2).
 AMD_RELEASE = r"\.(\d{5,6})-"
+LAB_U = {
+    F: {**AMD_SOURCE, "rocm_repo_version": "7.1"},
+    A: {},
+    B: {**AMD_SOURCE, "rocm_repo_version": "7.1", "rocm_packages_replace_distro": True},
+    C: LAB_E[C],
+    D: LAB_E[D],
+}
+LAB_V = {**LAB_U, F: AMD_SOURCE, B: {**LAB_U[B], "rocm_repo_version": "6.4.2"}}
 
 
 def recap(run: subprocess.CompletedProcess) -> dict[str, dict[str, int]]:
@@ -574,27 +599,26 @@ def amd_releases(name: str) -> set[str]:
 
 
 def assert_on(name: str, release: str, gone: str) -> None:
-    """NAME runs RELEASE of AMD's ROCm and nothing of release GONE is left."""
-    f = host(name)
+    """NAME runs RELEASE of AMD's ROCm, nothing of release GONE is left, and the record of the
+    rollout and the known-good record read it from the host."""
+    h = host(name)
     assert amd_releases(name) == {release}, amd_packages(name)
-    assert f.file("/opt/rocm").linked_to == f"/opt/rocm-{release}"
-    assert not f.file(f"/opt/rocm-{gone}").exists
-    upgradable = f.check_output("apt list --upgradable 2>/dev/null")
+    assert h.file("/opt/rocm").linked_to == f"/opt/rocm-{release}"
+    assert not h.file(f"/opt/rocm-{gone}").exists
+    upgradable = h.check_output("apt list --upgradable 2>/dev/null")
     assert not AMD_VERSION.search(upgradable), upgradable
+    rec = record(name)
+    assert rec["rocm"]["installed"] == release, rec
+    assert rec["known_good"]["release"] == release, rec
+    assert json.loads(h.file(KNOWN_GOOD).content_string)["rocm_version"] == release
 
 
 @pytest.fixture(scope="module")
 def run_u(run_e2):
     before = {name: record(name) for name in (A, B, F)}
-    f = host(F)
-    apt_before = f.check_output(APT_FILES)
-    lab = {F: {**AMD_SOURCE, "rocm_repo_version": "7.1"}, A: {}, B: {}}
-    run = rollout(
-        inventory("u", {**lab, **{k: v for k, v in LAB_E.items() if k not in lab}}),
-        "--limit",
-        f"{F},{A},{B}",
-        extra={"rocmlab_fleet_serial": [1, "100%"]},
-    )
+    apt_before = host(F).check_output(APT_FILES)
+    serial = {"rocmlab_fleet_serial": [1, "100%"]}
+    run = rollout(inventory("u", LAB_U), "--limit", f"{F},{A},{B}", extra=serial)
     return run, before, apt_before
 
 
@@ -603,46 +627,51 @@ def test_u_the_canary_is_upgraded_through_the_rollout_and_the_rest_follow(run_u)
     text = said(run)
     assert run.returncode == 0, text[-3000:]
     assert f"{F} PASS release will change 6.4.2 \u2192 7.1.0 (upgrade)" in text, text[-3000:]
+    assert f"{B} PASS release no AMD ROCm installed: will install 7.1.0" in text, text[-3000:]
     assert re.search(r"6\.4\.2 \u2192 7\.1\.0: \d+ packages change \(", text), text[-3000:]
-    assert_on(F, "7.1.0", "6.4.2")
+    # The canary first, alone; the rest once its gate passed.
+    for name, batch in ((F, 1), (A, 2), (B, 2)):
+        rec = record(name)
+        assert (rec["state"], rec["batch"], rec["reason"]) == ("ready", batch, None), rec
+    for name in (F, B):
+        assert_on(name, "7.1.0", "6.4.2")
+        assert record(name)["rocm"] == {"installed": "7.1.0", "configured": "7.1"}
     assert host(F).check_output(APT_FILES) != apt_before
-    rec = record(F)
-    assert (rec["state"], rec["batch"], rec["reason"]) == ("ready", 1, None), rec
-    # Read from f after its gate passed, not taken from the inventory.
-    assert rec["rocm"] == {"installed": "7.1.0", "configured": "7.1"}, rec
-    assert rec["known_good"]["release"] == "7.1.0"
-    assert rec["known_good"]["since"] > before[F]["known_good"]["since"]
-    assert json.loads(host(F).file(KNOWN_GOOD).content_string)["rocm_version"] == "7.1.0"
-    # The rest followed in the second batch, with nothing of theirs to change.
+    assert record(F)["known_good"]["since"] > before[F]["known_good"]["since"]
+    # b's Debian ROCm tools made way for AMD's; a, on the distribution's, changed nothing.
+    assert "5.2.3" not in host(B).check_output("dpkg-query -W -f '${Version}' rocminfo")
     counts = recap(run)
-    for name in (A, B):
-        assert (record(name)["state"], record(name)["batch"]) == ("ready", 2)
-        assert counts[name]["changed"] == 0 and counts[name]["failed"] == 0, counts
+    assert counts[A]["changed"] == 0 and counts[A]["failed"] == 0, counts
+    assert record(A)["rocm"] is None and record(A)["known_good"] == before[A]["known_good"]
     fleet = {h["host"]: h for h in json.loads((REPORTS / "fleet.json").read_text())["hosts"]}
-    assert fleet[F]["known_good"]["release"] == "7.1.0"
+    assert fleet[F]["known_good"]["release"] == fleet[B]["known_good"]["release"] == "7.1.0"
     table = run.stdout[run.stdout.index("FLEET REPORT") :]
-    assert re.search(rf"{F} +READY +7\.1\.0 \d+[smhd] ", table), table
+    for name in (F, B):
+        assert re.search(rf"{name} +READY +7\.1\.0 \d+[smhd] ", table), table
 
 
 @pytest.fixture(scope="module")
 def run_v(run_u):
-    return rollout(inventory("v", LAB_E), "--limit", F)
+    return rollout(
+        inventory("v", LAB_V), "--limit", f"{F},{B}", extra={"rocmlab_fleet_serial": [1, "100%"]}
+    )
 
 
 def test_v_going_back_through_the_rollout_downgrades_cleanly(run_v) -> None:
     run = run_v
     text = said(run)
     assert run.returncode == 0, text[-3000:]
-    assert f"{F} PASS release will change 7.1.0 \u2192 6.4.2 (downgrade)" in text, text[-3000:]
+    for name in (F, B):
+        line = f"{name} PASS release will change 7.1.0 \u2192 6.4.2 (downgrade)"
+        assert line in text, text[-3000:]
     assert re.search(r"7\.1\.0 \u2192 6\.4\.2: \d+ packages change \(", text), text[-3000:]
     # AMD's own 7.1 packages, no longer offered by any source, are not taken for Debian's.
     assert "the distribution's ROCm packages are installed in versions above AMD's" not in text
-    assert_on(F, "6.4.2", "7.1.0")
-    rec = record(F)
-    assert (rec["state"], rec["reason"]) == ("ready", None), rec
-    assert rec["rocm"] == {"installed": "6.4.2", "configured": "6.4.2"}, rec
-    assert rec["known_good"]["release"] == "6.4.2"
-    assert json.loads(host(F).file(KNOWN_GOOD).content_string)["rocm_version"] == "6.4.2"
+    for name, batch in ((F, 1), (B, 2)):
+        rec = record(name)
+        assert (rec["state"], rec["batch"], rec["reason"]) == ("ready", batch, None), rec
+        assert rec["rocm"] == {"installed": "6.4.2", "configured": "6.4.2"}, rec
+        assert_on(name, "6.4.2", "7.1.0")
 
 
 # --- run G: f moved to ROCm 7.1.1, whose health gate fails: the rollout rolls f back ----------
@@ -650,19 +679,6 @@ def test_v_going_back_through_the_rollout_downgrades_cleanly(run_v) -> None:
 # registers an ICD whose library it does not ship, so `clinfo -l` lists no platform and the
 # doctor, which the smoke job runs first, fails (check opencl). f passed its gate on 6.4.2 in runs
 # E1, E2 and V, which recorded that state as its known-good one.
-APT_FILES = "find /etc/apt -type f -print0 | sort -z | xargs -0 sha256sum; find /etc/apt -type l"
-FREEZE = f"{VENV}/bin/python -m pip freeze"
-WHEELS = "/opt/rocmlab/wheels"
-KNOWN_GOOD = "/var/lib/rocmlab/known-good.json"
-# AMD's packages: their version carries the release (6.4.2.60402-1, 1.0.0.60402-1, 1:6.4.60402-1).
-AMD_VERSION = re.compile(r"\.\d{5,6}-")
-
-
-def amd_packages(name: str) -> list[str]:
-    listed = host(name).check_output("dpkg-query -W -f '${Package} ${Version} ${Status}\\n'")
-    return sorted(line for line in listed.splitlines() if AMD_VERSION.search(line))
-
-
 def newer_wheel() -> Path:
     """A rocmlab wheel of a later version (0.1.0.post1) built on the controller from this
     checkout, as an admin upgrading rocmlab together with ROCm hands the rollout one."""
