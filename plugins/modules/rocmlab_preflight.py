@@ -29,6 +29,9 @@ description:
     apt-cacher-ng serving an offline bundle answers HEAD with 503), at most 8 at once, through
     Ansible's own URL client (the environment's proxy, certificates checked), the first 64 KiB
     read and the rest left.
+  - With I(dpkg_audit), what C(dpkg --audit) says (packages half-installed or broken); with
+    I(distro_rocminfo), dpkg's version of the C(rocminfo) package (the distribution's ROCm, read
+    when AMD's is absent).
   - Read-only; changes nothing on the host.
 options:
   space:
@@ -65,6 +68,14 @@ options:
     description: Seconds each fetch of I(urls) may take.
     type: int
     default: 20
+  dpkg_audit:
+    description: Run C(dpkg --audit) and return what it says as I(audit).
+    type: bool
+    default: false
+  distro_rocminfo:
+    description: Return dpkg's version of the C(rocminfo) package as I(rocminfo_version).
+    type: bool
+    default: false
 author: rocmlab contributors (@rocmlab)
 """
 
@@ -132,6 +143,18 @@ fetched:
   sample:
     - {"item": "https://mirror.example/rocm/apt/6.4.2/dists/noble/Release", "status": 200,
        "msg": "OK (312 bytes)"}
+audit:
+  description:
+    - What C(dpkg --audit) said (C(rc), C(stdout_lines), C(stderr_lines)), as a command task
+      registers it; null without I(dpkg_audit).
+  returned: always
+  type: dict
+rocminfo_version:
+  description:
+    - dpkg's version of the installed C(rocminfo) package (C(5.2.3-3)), an empty string when it
+      is not installed; null without I(distro_rocminfo).
+  returned: always
+  type: str
 sessions:
   description: The users logged in, as utmp records them.
   returned: always
@@ -377,6 +400,8 @@ def main():
             "ignore_users": {"type": "list", "elements": "str", "default": []},
             "urls": {"type": "list", "elements": "str", "default": []},
             "url_timeout": {"type": "int", "default": 20},
+            "dpkg_audit": {"type": "bool", "default": False},
+            "distro_rocminfo": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -401,6 +426,16 @@ def main():
         rocm_version = installed_rocm_version()
     except (ValueError, OSError):
         rocm_version = None
+    audit = rocminfo = None
+    if params["dpkg_audit"]:
+        if module.get_bin_path("dpkg") is None:
+            audit = {"rc": 127, "stdout_lines": [], "stderr_lines": ["dpkg: command not found"]}
+        else:
+            rc, out, err = module.run_command(["dpkg", "--audit"])
+            audit = {"rc": rc, "stdout_lines": out.splitlines(), "stderr_lines": err.splitlines()}
+    if params["distro_rocminfo"]:
+        rc, out = run(["dpkg-query", "--show", "--showformat=${Version}", "rocminfo"])
+        rocminfo = out.strip() if rc == 0 else ""
     module.exit_json(
         changed=False,
         clock=clock,
@@ -411,6 +446,8 @@ def main():
         sessions=sessions,
         in_use=in_use(processes, sessions),
         fetched=fetch_all(params["urls"], params["url_timeout"]),
+        audit=audit,
+        rocminfo_version=rocminfo,
     )
 
 
