@@ -25,6 +25,13 @@ description:
     (any of its parent processes leads it) and the accounts in I(ignore_users) do not count.
   - AMD's installed ROCm release, as its rocm-core package writes it in
     C(/opt/rocm/.info/version) (root's, at most 256 bytes; the C(/opt/rocm) link is followed).
+  - Whether the host reaches each mirror it will use: each of I(urls) fetched with GET (not HEAD:
+    apt-cacher-ng serving an offline bundle answers HEAD with 503), at most 8 at once, through
+    Ansible's own URL client (the environment's proxy, certificates checked), the first 64 KiB
+    read and the rest left.
+  - With I(dpkg_audit), what C(dpkg --audit) says (packages half-installed or broken); with
+    I(distro_rocminfo), dpkg's version of the C(rocminfo) package (the distribution's ROCm, read
+    when AMD's is absent).
   - Read-only; changes nothing on the host.
 options:
   space:
@@ -52,6 +59,23 @@ options:
     type: list
     elements: str
     default: []
+  urls:
+    description: The URLs to fetch from the host (small files and index pages).
+    type: list
+    elements: str
+    default: []
+  url_timeout:
+    description: Seconds each fetch of I(urls) may take.
+    type: int
+    default: 20
+  dpkg_audit:
+    description: Run C(dpkg --audit) and return what it says as I(audit).
+    type: bool
+    default: false
+  distro_rocminfo:
+    description: Return dpkg's version of the C(rocminfo) package as I(rocminfo_version).
+    type: bool
+    default: false
 author: rocmlab contributors (@rocmlab)
 """
 
@@ -109,6 +133,28 @@ rocm_version:
   returned: always
   type: str
   sample: 6.4.2-120
+fetched:
+  description:
+    - One item per URL of I(urls), in their order, as a loop of M(ansible.builtin.uri) registers
+      them - C(item) (the URL), C(status) (the HTTP status; -1 when no answer came) and C(msg).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {"item": "https://mirror.example/rocm/apt/6.4.2/dists/noble/Release", "status": 200,
+       "msg": "OK (312 bytes)"}
+audit:
+  description:
+    - What C(dpkg --audit) said (C(rc), C(stdout_lines), C(stderr_lines)), as a command task
+      registers it; null without I(dpkg_audit).
+  returned: always
+  type: dict
+rocminfo_version:
+  description:
+    - dpkg's version of the installed C(rocminfo) package (C(5.2.3-3)), an empty string when it
+      is not installed; null without I(distro_rocminfo).
+  returned: always
+  type: str
 sessions:
   description: The users logged in, as utmp records them.
   returned: always
@@ -123,8 +169,10 @@ import datetime
 import os
 import struct
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.known_good import (
     installed_rocm_version,
 )
@@ -315,6 +363,33 @@ def logind_sessions(run, ignore_users, own):
     return found
 
 
+FETCH_BYTES = 64 * 1024
+
+
+def fetch(url, timeout, opener=open_url):
+    """GET URL: {item, status, msg}, as a loop of ansible.builtin.uri registers it (status -1
+    when no answer came). Reads at most FETCH_BYTES of the body."""
+    try:
+        with opener(url, method="GET", timeout=timeout, follow_redirects="safe") as answer:
+            size = len(answer.read(FETCH_BYTES))
+            status = answer.getcode()
+            return {"item": url, "status": status, "msg": f"OK ({size} bytes)"}
+    except Exception as exc:  # every failure is the answer, never the module's
+        status = getattr(exc, "code", None)
+        if isinstance(status, int):  # urllib's HTTPError: "HTTP Error 404: Not Found"
+            return {"item": url, "status": status, "msg": str(exc)}
+        reason = getattr(exc, "reason", None) or exc
+        return {"item": url, "status": -1, "msg": f"Request failed: {reason}"}
+
+
+def fetch_all(urls, timeout, opener=open_url):
+    """Each URL fetched, at most 8 at once; the answers in the order of URLS."""
+    if not urls:
+        return []
+    with ThreadPoolExecutor(max_workers=min(8, len(urls))) as pool:
+        return list(pool.map(lambda url: fetch(url, timeout, opener), urls))
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -323,6 +398,10 @@ def main():
             "sysfs_root": {"type": "path", "default": "/sys"},
             "utmp": {"type": "path", "default": "/run/utmp"},
             "ignore_users": {"type": "list", "elements": "str", "default": []},
+            "urls": {"type": "list", "elements": "str", "default": []},
+            "url_timeout": {"type": "int", "default": 20},
+            "dpkg_audit": {"type": "bool", "default": False},
+            "distro_rocminfo": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -347,6 +426,16 @@ def main():
         rocm_version = installed_rocm_version()
     except (ValueError, OSError):
         rocm_version = None
+    audit = rocminfo = None
+    if params["dpkg_audit"]:
+        if module.get_bin_path("dpkg") is None:
+            audit = {"rc": 127, "stdout_lines": [], "stderr_lines": ["dpkg: command not found"]}
+        else:
+            rc, out, err = module.run_command(["dpkg", "--audit"])
+            audit = {"rc": rc, "stdout_lines": out.splitlines(), "stderr_lines": err.splitlines()}
+    if params["distro_rocminfo"]:
+        rc, out = run(["dpkg-query", "--show", "--showformat=${Version}", "rocminfo"])
+        rocminfo = out.strip() if rc == 0 else ""
     module.exit_json(
         changed=False,
         clock=clock,
@@ -356,6 +445,9 @@ def main():
         kfd_processes=processes,
         sessions=sessions,
         in_use=in_use(processes, sessions),
+        fetched=fetch_all(params["urls"], params["url_timeout"]),
+        audit=audit,
+        rocminfo_version=rocminfo,
     )
 
 

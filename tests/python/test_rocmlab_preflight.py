@@ -7,10 +7,16 @@ record layout is checked against the system's tools, not against this module's i
 
 from __future__ import annotations
 
+import http.server
 import importlib.util
+import json
 import os
 import shutil
+import socket
 import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -178,3 +184,121 @@ def test_logind_sessions_of_users_count_others_do_not() -> None:
 
 def test_no_logind_means_no_logind_sessions() -> None:
     assert preflight.logind_sessions(fake_loginctl({}, rc=1), set(), set()) == []
+
+
+# --- the mirrors fetched from the host: one module run, not one uri task per URL ----------------
+# A real HTTP server on the loopback, fetched through Ansible's own URL client (open_url), as the
+# module does on a host.
+class Mirror(http.server.BaseHTTPRequestHandler):
+    """Answers /ok (a small file), /big (1 MiB), /slow (after 3 s), a redirect to /ok, and 404."""
+
+    def do_GET(self):
+        path = self.path.split("?", 1)[0]
+        if path == "/moved":
+            self.send_response(302)
+            self.send_header("Location", "/ok")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if path == "/slow":
+            threading.Event().wait(3)
+        body = {"/ok": b"Release\n", "/big": b"x" * (1 << 20), "/slow": b"late"}.get(path)
+        if body is None:
+            self.send_error(404, "Not Found")
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def mirror():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Mirror)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_each_mirror_is_fetched_and_answers_in_the_order_of_the_urls(mirror: str) -> None:
+    urls = [
+        f"{mirror}/ok",
+        f"{mirror}/missing",
+        f"http://127.0.0.1:{closed_port()}/x",
+        f"{mirror}/moved",
+    ]
+    found = preflight.fetch_all(urls, 5)
+    assert [f["item"] for f in found] == urls
+    assert found[0] == {"item": urls[0], "status": 200, "msg": "OK (8 bytes)"}
+    assert found[1]["status"] == 404 and found[1]["msg"] == "HTTP Error 404: Not Found"
+    assert found[2]["status"] == -1 and found[2]["msg"].startswith("Request failed: ")
+    assert "refused" in found[2]["msg"].lower()
+    assert found[3]["status"] == 200  # a redirect is followed, as uri's "safe" does for GET
+
+
+def test_a_big_answer_is_read_no_further_than_64_kib(mirror: str) -> None:
+    (found,) = preflight.fetch_all([f"{mirror}/big"], 5)
+    assert found == {"item": f"{mirror}/big", "status": 200, "msg": f"OK ({64 * 1024} bytes)"}
+
+
+def test_a_mirror_that_does_not_answer_in_time_costs_its_timeout_once(mirror: str) -> None:
+    # Three slow mirrors fetched at once: the run takes about one timeout, not three.
+    urls = [f"{mirror}/slow?{n}" for n in range(3)]
+    started = time.monotonic()
+    found = preflight.fetch_all(urls, 1)
+    took = time.monotonic() - started
+    assert [f["status"] for f in found] == [-1, -1, -1]
+    assert all("timed out" in f["msg"] for f in found), found
+    assert took < 2.5, took
+
+
+def test_no_urls_fetch_nothing() -> None:
+    assert preflight.fetch_all([], 5) == []
+
+
+DPKG_QUERY = shutil.which("dpkg-query")
+
+
+@pytest.mark.skipif(DPKG_QUERY is None, reason="needs dpkg (Debian)")
+def test_dpkg_audit_and_the_distributions_rocminfo_as_dpkg_reports_them(tmp_path: Path) -> None:
+    """The module run as Ansible runs it, on this Debian machine: what it returns is what dpkg
+    itself says here."""
+    args = tmp_path / "args.json"
+    args.write_text(
+        json.dumps({"ANSIBLE_MODULE_ARGS": {"dpkg_audit": True, "distro_rocminfo": True}})
+    )
+    env = dict(os.environ, PYTHONPATH=f"{REPO / 'collections'}:{os.environ.get('PYTHONPATH', '')}")
+    module = "ansible_collections.rocmlab.rocmlab.plugins.modules.rocmlab_preflight"
+    done = subprocess.run(
+        [sys.executable, "-m", module, str(args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    result = json.loads(done.stdout)
+    audit = subprocess.run(["dpkg", "--audit"], capture_output=True, text=True, check=False)
+    assert result["audit"] == {
+        "rc": audit.returncode,
+        "stdout_lines": audit.stdout.splitlines(),
+        "stderr_lines": audit.stderr.splitlines(),
+    }
+    query = [DPKG_QUERY, "--show", "--showformat=${Version}", "rocminfo"]
+    own = subprocess.run(query, capture_output=True, text=True, check=False)
+    assert result["rocminfo_version"] == (own.stdout.strip() if own.returncode == 0 else "")
+    # Without the options, neither is asked.
+    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {}}))
+    done = subprocess.run(done.args, capture_output=True, text=True, env=env, check=False)
+    result = json.loads(done.stdout)
+    assert result["audit"] is None and result["rocminfo_version"] is None

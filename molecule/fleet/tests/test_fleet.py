@@ -432,6 +432,9 @@ def test_e_a_full_run_afterwards_changes_nothing(run_e2) -> None:
     assert record(F, "preflight")["facts"]["rocm_version"] == "6.4.2"  # read from f
     assert f"{F} PASS release 6.4.2: already the configured 6.4.2" in said(run)
     assert record(A)["rocm"] is None  # the distribution's ROCm: no release configured
+    # What the preflight read from a: dpkg's version of Debian's rocminfo, dpkg --audit clean.
+    assert re.fullmatch(r"5\.2\.\d+", record(A, "preflight")["facts"]["rocm_version"] or "")
+    assert f"{A} PASS dpkg no lock held, dpkg --audit clean" in said(run)
     assert record(C)["state"] == "unreachable"
     assert record(D)["state"] == "skipped" and "bob" in record(D)["reason"]
     assert set(failures(run)) == {C}
