@@ -47,7 +47,8 @@ def test_both_roles_take_the_account_from_the_filter():
         if "smoke_test_account" in (t.get("ansible.builtin.set_fact") or {})
     ]  # fmt: skip
     (task,) = found
-    assert "rocmlab.rocmlab.smoke_account(" in task["ansible.builtin.set_fact"]["smoke_test_account"]
+    rule = task["ansible.builtin.set_fact"]["smoke_test_account"]
+    assert "rocmlab.rocmlab.smoke_account(" in rule
     slurm = yaml.safe_load((ROOT / "roles/slurm_health/vars/main.yml").read_text())
     assert "rocmlab.rocmlab.smoke_account(" in slurm["__slurm_health_tier2_account"]
     for text in (validate, yaml.safe_dump(slurm)):
