@@ -25,10 +25,10 @@ description:
     (any of its parent processes leads it) and the accounts in I(ignore_users) do not count.
   - AMD's installed ROCm release, as its rocm-core package writes it in
     C(/opt/rocm/.info/version) (root's, at most 256 bytes; the C(/opt/rocm) link is followed).
-  - Whether the host reaches each mirror it will use: each of I(urls) fetched with GET (not HEAD:
-    apt-cacher-ng serving an offline bundle answers HEAD with 503), at most 8 at once, through
-    Ansible's own URL client (the environment's proxy, certificates checked), the first 64 KiB
-    read and the rest left.
+  - Whether the host reaches each mirror it will use. Each of I(urls) is fetched with GET (not
+    HEAD, which apt-cacher-ng serving an offline bundle answers with 503), at most 8 at once,
+    through Ansible's own URL client (the environment's proxy, certificates checked), the first
+    64 KiB read and the rest left.
   - With I(dpkg_audit), what C(dpkg --audit) says (packages half-installed or broken); with
     I(distro_rocminfo), dpkg's version of the C(rocminfo) package (the distribution's ROCm, read
     when AMD's is absent).
