@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import http.server
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from rocmlab.datasets.idx import encode_idx
@@ -62,3 +66,28 @@ def without_torch(*args: str) -> subprocess.CompletedProcess[str]:
         f"sys.exit(main({list(args)!r}))"
     )
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+
+
+@contextlib.contextmanager
+def loopback_server(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[int]:
+    """A real HTTP server on 127.0.0.1 answering with HANDLER, one thread per request; yields its
+    port and stops it afterwards."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def send_body(handler: http.server.BaseHTTPRequestHandler, body: bytes | None) -> None:
+    """Answer HANDLER's request with BODY (200 and its length), or 404 for None."""
+    if body is None:
+        handler.send_error(404, "Not Found")
+        return
+    handler.send_response(200)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)

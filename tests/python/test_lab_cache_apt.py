@@ -24,6 +24,7 @@ from ansible.module_utils import basic
 from ansible_collections.rocmlab.rocmlab.plugins.filter import lab_cache_apt as apt_filters
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils import lab_cache_apt as apt
 from ansible_modules import load_module, run_module
+from rocmlab_testutil import loopback_server, send_body
 
 fill_module = load_module("lab_cache_apt_fill")
 uris_module = load_module("lab_cache_apt_uris")
@@ -233,15 +234,7 @@ class Cache(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         type(self).asked.append(self.path)
-        body = self.bodies.get(self.path)
-        if body is None:
-            self.send_response(404)
-            self.end_headers()
-            return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_body(self, self.bodies.get(self.path))
 
     def log_message(self, *args):
         pass
@@ -250,12 +243,8 @@ class Cache(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def cache():
     Cache.bodies, Cache.asked = {}, []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Cache)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with loopback_server(Cache) as port:
+        yield port
 
 
 @pytest.fixture
@@ -445,12 +434,8 @@ class SlowCache(Cache):
 def slow_cache():
     Cache.bodies, Cache.asked = {}, []
     SlowCache.delay, SlowCache.in_flight, SlowCache.peak = {}, 0, 0
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowCache)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with loopback_server(SlowCache) as port:
+        yield port
 
 
 def batch(count: int) -> tuple[str, str]:

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from rocmlab_testutil import loopback_server, send_body
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
@@ -202,14 +203,7 @@ class Mirror(http.server.BaseHTTPRequestHandler):
             return
         if path == "/slow":
             threading.Event().wait(3)
-        body = {"/ok": b"Release\n", "/big": b"x" * (1 << 20), "/slow": b"late"}.get(path)
-        if body is None:
-            self.send_error(404, "Not Found")
-            return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_body(self, {"/ok": b"Release\n", "/big": b"x" * (1 << 20), "/slow": b"late"}.get(path))
 
     def log_message(self, *args):
         pass
@@ -217,12 +211,8 @@ class Mirror(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def mirror():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Mirror)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with loopback_server(Mirror) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def closed_port() -> int:
