@@ -44,6 +44,12 @@ from playbook_runs import alias_inventory, ansible_env, changed, failures, play,
 
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+
+sys.path.insert(0, str(PROJECT / "collections"))
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import (  # noqa: E402
+    release_of,
+)
+
 FLEET = PROJECT / "playbooks" / "fleet.yml"
 REPORTS = EPHEMERAL / "reports"
 ARTIFACTS = [EPHEMERAL / "fleet.png", PROJECT / ".cache" / "artifacts" / "fleet-rollout.png"]
@@ -86,6 +92,10 @@ LAB = {
 }
 
 
+# The canary alone, then every other host in one batch.
+CANARY_THEN_ALL = {"rocmlab_fleet_serial": [1, "100%"]}
+
+
 def host(name: str):
     return testinfra.get_host(f"docker://{name}")
 
@@ -107,6 +117,16 @@ def rollout(inv: Path, *args: str, extra: dict | None = None) -> subprocess.Comp
     )
     (EPHEMERAL / f"{inv.stem}.log").write_text(run.stdout + run.stderr)
     return run
+
+
+def recap(run: subprocess.CompletedProcess) -> dict[str, dict[str, int]]:
+    """Each host's counts in the run's PLAY RECAP."""
+    counts = {}
+    for line in run.stdout.split("PLAY RECAP", 1)[1].splitlines():
+        if ": ok=" in line:
+            name, rest = line.split(":", 1)
+            counts[name.strip()] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", rest)}
+    return counts
 
 
 def record(name: str, kind: str = "rollout") -> dict:
@@ -404,8 +424,7 @@ def run_e1(run_b):
 def test_e_a_new_host_added_with_limit_changes_it_alone(run_e1) -> None:
     run, before, runs_before = run_e1
     assert run.returncode == 0, said(run)[-3000:]
-    recap = run.stdout.split("PLAY RECAP", 1)[1].splitlines()
-    assert {line.split()[0] for line in recap if ": ok=" in line} - {"localhost"} == {F}
+    assert set(recap(run)) - {"localhost"} == {F}
     assert record(F)["state"] == "ready"
     # What f had before (nothing) and after its change, read from f, against the inventory's.
     assert record(F, "preflight")["facts"]["rocm_version"] is None
@@ -421,7 +440,7 @@ def test_e_a_new_host_added_with_limit_changes_it_alone(run_e1) -> None:
 
 @pytest.fixture(scope="module")
 def run_e2(run_e1):
-    return rollout(inventory("e", LAB_E), extra={"rocmlab_fleet_serial": [1, "100%"]})
+    return rollout(inventory("e", LAB_E), extra=CANARY_THEN_ALL)
 
 
 def test_e_a_full_run_afterwards_changes_nothing(run_e2) -> None:
@@ -570,7 +589,6 @@ def amd_packages(name: str) -> list[str]:
 # (the smoke job) passes on 7.1, so f's and b's known-good records move to 7.1.0. Run V moves f
 # and b back to 6.4.2, f first again: a clean downgrade, recorded the same way. Both runs leave f
 # in the state run G starts from (6.4.2, known-good 6.4.2).
-AMD_RELEASE = r"\.(\d{5,6})-"
 LAB_U = {
     F: {**AMD_SOURCE, "rocm_repo_version": "7.1"},
     A: {},
@@ -581,24 +599,10 @@ LAB_U = {
 LAB_V = {**LAB_U, F: AMD_SOURCE, B: {**LAB_U[B], "rocm_repo_version": "6.4.2"}}
 
 
-def recap(run: subprocess.CompletedProcess) -> dict[str, dict[str, int]]:
-    """Each host's counts in the run's PLAY RECAP."""
-    counts = {}
-    for line in run.stdout.split("PLAY RECAP", 1)[1].splitlines():
-        if ": ok=" in line:
-            name, rest = line.split(":", 1)
-            counts[name.strip()] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", rest)}
-    return counts
-
-
 def amd_releases(name: str) -> set[str]:
-    """The releases AMD's installed packages belong to, from their versions (60402 -> 6.4.2)."""
-    found = set()
-    for line in amd_packages(name):
-        (field,) = re.findall(AMD_RELEASE, line)
-        number = int(field)
-        found.add(f"{number // 10000}.{number // 100 % 100}.{number % 100}")
-    return found
+    """The releases AMD's installed packages belong to, read from their versions by the
+    collection's own rule (rocm_release.release_of: 6.4.2.60402-1 -> 6.4.2)."""
+    return {release_of(line.split()[1]) for line in amd_packages(name)}
 
 
 def assert_on(name: str, release: str, gone: str) -> None:
@@ -620,8 +624,7 @@ def assert_on(name: str, release: str, gone: str) -> None:
 def run_u(run_e2):
     before = {name: record(name) for name in (A, B, F)}
     apt_before = host(F).check_output(APT_FILES)
-    serial = {"rocmlab_fleet_serial": [1, "100%"]}
-    run = rollout(inventory("u", LAB_U), "--limit", f"{F},{A},{B}", extra=serial)
+    run = rollout(inventory("u", LAB_U), "--limit", f"{F},{A},{B}", extra=CANARY_THEN_ALL)
     return run, before, apt_before
 
 
@@ -655,9 +658,7 @@ def test_u_the_canary_is_upgraded_through_the_rollout_and_the_rest_follow(run_u)
 
 @pytest.fixture(scope="module")
 def run_v(run_u):
-    return rollout(
-        inventory("v", LAB_V), "--limit", f"{F},{B}", extra={"rocmlab_fleet_serial": [1, "100%"]}
-    )
+    return rollout(inventory("v", LAB_V), "--limit", f"{F},{B}", extra=CANARY_THEN_ALL)
 
 
 def test_v_going_back_through_the_rollout_downgrades_cleanly(run_v) -> None:
