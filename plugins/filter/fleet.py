@@ -52,6 +52,19 @@ def _masked(text):
     return CREDENTIALS.sub("://***@", str(text))
 
 
+# What one piece of a host's answer (a line of dpkg --audit, a fetch's error, a use found) may
+# add to a check's detail: the host is not trusted to keep its answers short.
+FROM_HOST_MAX = 300
+
+
+def _clip(text):
+    """TEXT as the host sent it, whitespace folded, cut at FROM_HOST_MAX characters."""
+    text = " ".join(str(text).split())
+    if len(text) <= FROM_HOST_MAX:
+        return text
+    return f"{text[:FROM_HOST_MAX]} ... ({len(text) - FROM_HOST_MAX} more characters)"
+
+
 def _slug(text):
     return re.sub(r"[^a-z0-9]+", "_", str(text).lower()).strip("_")
 
@@ -79,7 +92,7 @@ def _dpkg(dpkg, audit):
         if line.strip()
     ]
     if said:
-        problems.append("dpkg --audit: " + " | ".join(said[:3]))
+        problems.append("dpkg --audit: " + " | ".join(map(_clip, said[:3])))
     if problems:
         return (
             "fail",
@@ -100,7 +113,8 @@ def _mirror(mirror, fetched):
     if not answers:
         return "fail", _masked(f"{mirror['what']}: not fetched")
     said = "; ".join(
-        f"{r['item']}: {r.get('msg') or 'HTTP ' + str(r.get('status'))}".strip() for r in answers
+        f"{r['item']}: {_clip(r.get('msg') or 'HTTP ' + str(r.get('status')))}".strip()
+        for r in answers
     )
     return "fail", _masked(f"{mirror['what']}: {said}")
 
@@ -159,7 +173,7 @@ def fleet_preflight_checks(findings):
         add(f"mirror_{_slug(mirror['what'])}", *_mirror(mirror, findings.get("fetched") or []))
     if "in_use" in host:
         if host["in_use"]:
-            what = "; ".join(host["in_use"])
+            what = "; ".join(map(_clip, host["in_use"]))
             add(
                 "in_use",
                 "warn",

@@ -173,6 +173,28 @@ def test_each_failing_check_fails_the_host_with_its_reason(change, check, fragme
     assert decision["reason"].startswith("preflight: ") and check in decision["reason"]
 
 
+def test_what_a_host_answers_is_cut_short_in_the_checks() -> None:
+    """A host's answers (dpkg --audit's lines, a fetch's error, the uses found) reach the
+    preflight's lines and records at most 300 characters each, the rest counted; the check's
+    verdict and fix stay whole."""
+    long = "x" * 5000
+    audit = {"stdout_lines": [long, long, long, long], "stderr_lines": []}
+    fetched = [{"item": WHEELHOUSE, "status": -1, "msg": long}]
+    host = {**HOST, "in_use": [long, "user logged in: alice"]}
+    checks = by_name(
+        fleet.fleet_preflight_checks(findings(audit=audit, fetched=fetched, host=host))
+    )
+    cut = "x" * 300 + " ... (4700 more characters)"
+    dpkg = checks["dpkg"]["detail"]
+    fix = "fix: sudo dpkg --configure -a (or rocmlab_dpkg_repair: true)"
+    assert dpkg == f"dpkg --audit: {cut} | {cut} | {cut}; {fix}"
+    mirror = checks["mirror_pytorch_wheelhouse"]["detail"]
+    assert mirror == f"PyTorch wheelhouse: {WHEELHOUSE}: {cut}"
+    assert checks["in_use"]["detail"].startswith(f"{cut}; user logged in: alice; skipped")
+    # Short answers are kept as they are.
+    assert fleet._clip(" a  b\n") == "a b" and fleet._clip("y" * 300) == "y" * 300
+
+
 def test_a_held_dpkg_lock_warns_without_failing() -> None:
     holder = {"lock": "/var/lib/dpkg/lock-frontend", "pid": 812, "command": "unattended-upgrade"}
     held = {"lock_holders": [holder], "interrupted": False, "unconfigured": []}
