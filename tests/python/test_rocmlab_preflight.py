@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import http.server
 import importlib.util
-import json
 import os
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from ansible_modules import run_module
 from rocmlab_testutil import loopback_server, send_body
 
 REPO = Path(__file__).resolve().parents[2]
@@ -261,23 +260,14 @@ DPKG_QUERY = shutil.which("dpkg-query")
 
 
 @pytest.mark.skipif(DPKG_QUERY is None, reason="needs dpkg (Debian)")
-def test_dpkg_audit_and_the_distributions_rocminfo_as_dpkg_reports_them(tmp_path: Path) -> None:
+def test_dpkg_audit_and_the_distributions_rocminfo_as_dpkg_reports_them(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The module run as Ansible runs it, on this Debian machine: what it returns is what dpkg
     itself says here."""
-    args = tmp_path / "args.json"
-    args.write_text(
-        json.dumps({"ANSIBLE_MODULE_ARGS": {"dpkg_audit": True, "distro_rocminfo": True}})
+    result = run_module(
+        preflight, {"dpkg_audit": True, "distro_rocminfo": True}, capsys, monkeypatch
     )
-    env = dict(os.environ, PYTHONPATH=f"{REPO / 'collections'}:{os.environ.get('PYTHONPATH', '')}")
-    module = "ansible_collections.rocmlab.rocmlab.plugins.modules.rocmlab_preflight"
-    done = subprocess.run(
-        [sys.executable, "-m", module, str(args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    result = json.loads(done.stdout)
     audit = subprocess.run(["dpkg", "--audit"], capture_output=True, text=True, check=False)
     assert result["audit"] == {
         "rc": audit.returncode,
@@ -288,7 +278,5 @@ def test_dpkg_audit_and_the_distributions_rocminfo_as_dpkg_reports_them(tmp_path
     own = subprocess.run(query, capture_output=True, text=True, check=False)
     assert result["rocminfo_version"] == (own.stdout.strip() if own.returncode == 0 else "")
     # Without the options, neither is asked.
-    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {}}))
-    done = subprocess.run(done.args, capture_output=True, text=True, env=env, check=False)
-    result = json.loads(done.stdout)
+    result = run_module(preflight, {}, capsys, monkeypatch)
     assert result["audit"] is None and result["rocminfo_version"] is None
