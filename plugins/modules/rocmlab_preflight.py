@@ -366,11 +366,11 @@ def logind_sessions(run, ignore_users, own):
 FETCH_BYTES = 64 * 1024
 
 
-def fetch(url, timeout, opener=open_url):
+def fetch(url, timeout):
     """GET URL: {item, status, msg}, as a loop of ansible.builtin.uri registers it (status -1
     when no answer came). Reads at most FETCH_BYTES of the body."""
     try:
-        with opener(url, method="GET", timeout=timeout, follow_redirects="safe") as answer:
+        with open_url(url, method="GET", timeout=timeout, follow_redirects="safe") as answer:
             size = len(answer.read(FETCH_BYTES))
             status = answer.getcode()
             return {"item": url, "status": status, "msg": f"OK ({size} bytes)"}
@@ -382,12 +382,12 @@ def fetch(url, timeout, opener=open_url):
         return {"item": url, "status": -1, "msg": f"Request failed: {reason}"}
 
 
-def fetch_all(urls, timeout, opener=open_url):
+def fetch_all(urls, timeout):
     """Each URL fetched, at most 8 at once; the answers in the order of URLS."""
     if not urls:
         return []
     with ThreadPoolExecutor(max_workers=min(8, len(urls))) as pool:
-        return list(pool.map(lambda url: fetch(url, timeout, opener), urls))
+        return list(pool.map(lambda url: fetch(url, timeout), urls))
 
 
 def main():
