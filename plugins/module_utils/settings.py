@@ -333,6 +333,12 @@ CREDENTIALS_ACCEPTED = (
 )
 
 
+URL_PARTS_ACCEPTED = (
+    "Use scheme://host[:port][/path][?query]: no ';' parameters (';proxy=' and the like, which "
+    "clients read as options) and no '#' fragment."
+)
+
+
 def url_problem(value, spec):
     """Why VALUE is not an acceptable URL, or None."""
     schemes = spec.get("schemes") or ["https", "http"]
@@ -344,6 +350,10 @@ def url_problem(value, spec):
         ]
         return f"is not an {' or '.join(n if n == 'http(s)' else n + '://' for n in names)} URL"
     host, rest = match.group("host"), match.group("rest") or ""
+    marks = ((";", "parameters (;)"), ("#", "a fragment (#)"))
+    parts = [what for mark, what in marks if mark in rest]
+    if parts:
+        return f"carries {' and '.join(parts)}"
     if match.group("scheme") == "file":
         if host or match.group("userinfo") is not None or not rest.startswith("/"):
             return "is not a file:///absolute/path URL"
@@ -481,6 +491,8 @@ def problems_of(spec):
         why = url_problem(value, spec)
         if why and why.startswith("carries credentials"):
             return bad(why, CREDENTIALS_ACCEPTED)
+        if why and why.startswith("carries "):
+            return bad(why, URL_PARTS_ACCEPTED)
         return bad(why) if why else []
     raise ValueError(f"{name}: unknown kind {kind!r}")
 

@@ -251,6 +251,26 @@ def test_urls_with_anything_else_are_refused(value, options):
     assert_refused("url", value, "some_var", **options)
 
 
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [
+        ("http://mirror.lab/rocm;proxy=http://evil:3128", "parameters (;)"),
+        ("https://mirror.lab/rocm/apt/6.4.2;type=a", "parameters (;)"),
+        ("https://mirror.lab/simple#egg=torch", "a fragment (#)"),
+        ("http://mirror.lab/x;a=b#c", "parameters (;) and a fragment (#)"),
+        ("file:///srv/mnist#frag", "a fragment (#)"),
+    ],
+)
+def test_urls_with_parameters_or_a_fragment_are_refused_naming_what(value, what):
+    found = problems("url", value, schemes=["https", "http", "file"])
+    assert found == [
+        f"some_var: \"{value}\" carries {what}. Use scheme://host[:port][/path][?query]: no ';' "
+        "parameters (';proxy=' and the like, which clients read as options) and no '#' fragment."
+    ]
+    # Where credentials are accepted (pip's sources), parameters and fragments are not.
+    assert problems("url", value, credentials="masked", schemes=["https", "http", "file"])
+
+
 def test_credentials_in_urls_are_masked_in_messages():
     text = assert_refused("url", "https://user:hunter2@mirror/ x", "***@")
     assert "hunter2" not in text
