@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -303,6 +304,40 @@ def test_a_failing_rank_stops_the_others_through_their_heartbeat() -> None:
     assert stopped == ["rank 1 (host-1) failed: saw a closed connection"]
     waiting.stop()
     failing.stop()
+
+
+def test_the_heartbeat_and_the_watchdog_end_when_stopped_with_a_wait() -> None:
+    """A thread still in a store operation when the interpreter exits is stopped inside torch's
+    C++ code, which aborts the process: stop(wait) returns once the thread has ended."""
+    server = dist.TCPStore("127.0.0.1", 0, 1, True, timedelta(seconds=10), wait_for_workers=False)
+    client = dist.TCPStore("127.0.0.1", server.port, is_master=False, timeout=timedelta(seconds=10))
+    before = set(threading.enumerate())
+    liveness = Liveness(client, client, 0, 1, 0.01)  # beats back to back: mostly in the store
+    liveness.start("host-0")
+    watchdog = Watchdog(30, lambda step: None)
+    watchdog.start()
+    watchdog.step("a step")
+    time.sleep(0.3)
+    assert liveness.stop(wait=10) is True and watchdog.stop(wait=10) is True
+    assert set(threading.enumerate()) <= before
+    assert int(server.add("hb/0", 0)) > 1  # it did beat
+
+
+def test_a_run_leaves_the_process_group_and_no_thread_of_its_own() -> None:
+    # In a process of its own, as a rank runs: what is left when the interpreter would exit.
+    code = (
+        "import sys, threading\n"
+        "import torch.distributed as dist\n"
+        "from rocmlab.cli import main\n"
+        "code = main(['allreduce', '--sizes', '1K', '--iters', '2', '--warmup', '1'])\n"
+        "print(sorted(t.name for t in threading.enumerate()), dist.is_initialized())\n"
+        "sys.exit(code)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "['MainThread'] False"
 
 
 def test_short_backend_errors() -> None:
