@@ -29,7 +29,7 @@ description:
     HEAD, which apt-cacher-ng serving an offline bundle answers with 503), at most 8 at once,
     through Ansible's own URL client (the environment's proxy, certificates checked), the first
     64 KiB read and the rest left. Each fetch (connection, headers and body) ends within
-    I(url_deadline) and all of them within I(fetch_deadline), however slowly a server answers:
+    I(url_deadline) and all of them within I(fetch_deadline), however slowly a server answers;
     a fetch still running then is answered with the URL and the deadline it reached.
   - With I(dpkg_audit), what C(dpkg --audit) says (packages half-installed or broken); with
     I(distro_rocminfo), dpkg's version of the C(rocminfo) package (the distribution's ROCm, read
