@@ -11,8 +11,8 @@ printed at the start.
 
 Usage: benchmarks/allreduce_exit_under_load.py [--runs 20] [--limit 180] [--no-load]
         [-- ALLREDUCE ARGS]  (default args: --sizes 1K:256K --pairwise --pair-size 256K
-        --slow-fraction 0.001 --timeout 60). Needs torch (CPU) in this Python. Results: docs/cluster-check.md,
-        "A clean exit".
+        --slow-fraction 0.001 --timeout 60). Needs torch (CPU) in this Python.
+Results: docs/cluster-check.md, "A clean exit".
 """
 
 from __future__ import annotations
@@ -132,7 +132,8 @@ def main() -> int:
             result = one_run(number, logs, args, options.limit)
             results.append(result)
             codes = " ".join(f"{h}={c}" for h, c in result["codes"].items())
-            extra = f" terminate called: {', '.join(result['aborted'])}" if result["aborted"] else ""
+            aborted = ", ".join(result["aborted"])
+            extra = f" terminate called: {aborted}" if aborted else ""
             print(f"run {number:2d}: {codes} {result['seconds']:6.1f} s{extra}", flush=True)
     finally:
         for process in load:
