@@ -326,15 +326,18 @@ def rollback_plan(
     amd_now = amd_packages.amd_of(installed, ledger)
     later = sorted(n for n in amd_now if n not in wanted and release_of(amd_now[n]) not in releases)
     unlisted = sorted(n for n in amd_now if n not in wanted and n not in later)
+    apt_names = [f"{c['name']}={c['to']}" for c in changes]
+    # A rebuild of the same release may be an older build: apt must be allowed to go down.
+    downgrade = any(c["action"] in ("downgrade", "rebuild") for c in changes)
     return {
         "since": known["since"],
         "release": known["rocm_version"],
         "apt_files": {"files": files, "remove": remove},
         "changes": changes,
-        "apt_names": [f"{c['name']}={c['to']}" for c in changes],
-        # A rebuild of the same release may be an older build: apt must be allowed to go down.
-        "downgrade": any(c["action"] in ("downgrade", "rebuild") for c in changes),
+        "apt_names": apt_names,
+        "downgrade": downgrade,
         "remove_packages": later,
+        "apt_command": apt_command(apt_names, later, downgrade),
         "unlisted": unlisted,
         "not_amd": not_amd,
         "venvs": venvs or [],
@@ -342,6 +345,27 @@ def rollback_plan(
             known, amd_now, files, remove, changes, later, unlisted, venvs or [], not_amd
         ),
     }
+
+
+def apt_command(apt_names: list[str], remove: list[str], downgrade: bool) -> list[str]:
+    """One apt-get run that installs APT_NAMES (name=version) and removes REMOVE: apt configures
+    every package left half-configured at the end of each run, so a package whose maintainer
+    script failed in the change being undone is replaced or removed in the same run, never left
+    for the next one to trip on. [] when there is nothing to do. The names and versions are
+    the ledger's (amd_packages.NAME, VERSION): none can be read as an option."""
+    if not apt_names and not remove:
+        return []
+    options = ["-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
+    return [
+        "apt-get",
+        "install",
+        "--yes",
+        "--quiet",
+        *options,
+        *(["--allow-downgrades"] if downgrade else []),
+        *apt_names,
+        *[f"{name}-" for name in remove],
+    ]
 
 
 def _release_key(version: str) -> tuple[int, ...]:

@@ -11,10 +11,10 @@ short_description: Record the state a host passed the health gate in
 description:
   - Writes I(path) with the exact versions of the installed AMD packages (those rocmlab's ledger,
     I(ledger), says came from AMD's sources; run M(rocmlab.rocmlab.rocmlab_amd_packages) first),
-    the installed ROCm release (C(/opt/rocm/.info/version)), the bytes, mode and owner of I(apt_files), each venv's C(pip freeze), the GPU override file, the running
-    kernel and the rocmlab version, and C(since), when the host was first seen good in exactly
-    this state, and a digest of it all. Unchanged state leaves the record as it is
-    (changed=false).
+    the installed ROCm release (C(/opt/rocm/.info/version)), the bytes, mode and owner of
+    I(apt_files), each venv's C(pip freeze), the GPU override file, the running kernel and the
+    rocmlab version, and C(since), when the host was first seen good in exactly this state, and
+    a digest of it all. Unchanged state leaves the record as it is (changed=false).
   - Call it only after the host passed the health gate (the smoke job).
   - Links and anything but regular files are refused among I(apt_files) and as I(path); a venv
     is frozen only when it and its Python belong to root.

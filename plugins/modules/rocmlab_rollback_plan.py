@@ -52,11 +52,10 @@ EXAMPLES = r"""
   rocmlab.rocmlab.rocmlab_rollback_plan:
   register: plan
 
-- name: Put AMD's packages back to their recorded versions
-  ansible.builtin.apt:
-    name: "{{ plan.apt_names }}"
-    allow_downgrade: "{{ plan.downgrade }}"
-  when: plan.apt_names | length > 0
+- name: Put AMD's packages back to their recorded versions, removing the other release's
+  ansible.builtin.command:
+    argv: "{{ plan.apt_command }}"
+  when: plan.apt_command | length > 0
 """
 
 RETURN = r"""
@@ -86,6 +85,13 @@ downgrade:
   description: Whether apt must be allowed to install lower versions.
   returned: success
   type: bool
+apt_command:
+  description: >-
+    The one C(apt-get install) that makes the package changes and removals together (a package
+    left half-configured by the change being undone is replaced or removed in that run), or [].
+  returned: success
+  type: list
+  elements: str
 remove_packages:
   description: AMD packages of a release the record does not hold (came with the change undone).
   returned: success

@@ -467,3 +467,16 @@ def test_what_a_failed_upgrade_left_half_configured_is_moved_and_removed():
     plan = known_good.rollback_plan(known(), installed, LEDGER, {})
     assert plan["apt_names"] == ["rocm-core=6.4.2.60402-1"] and plan["downgrade"]
     assert plan["remove_packages"] == ["rocm-new-in-7"]
+
+
+def test_the_changes_and_removals_are_one_apt_run():
+    installed = {**MOVED}
+    plan = known_good.rollback_plan(known(), installed, LEDGER, {})
+    assert plan["apt_command"] == [
+        "apt-get", "install", "--yes", "--quiet",
+        "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold",
+        "--allow-downgrades",
+        "rocm-core=6.4.2.60402-1", "rocm-smi=1.0.0.60402-1", "rocminfo=1.0.0.60402-1",
+        "rocm-new-in-7-",
+    ]  # fmt: skip
+    assert known_good.rollback_plan(known(), {**GOOD}, LEDGER, {})["apt_command"] == []
