@@ -77,9 +77,9 @@ def parse_dpkg(text: str, present: bool = False) -> dict[str, str]:
     found = {}
     for line in text.splitlines():
         fields = line.split("\t")
-        if len(fields) != 3 or len(fields[0]) < 2 or fields[0][0] not in "ihr":
+        if len(fields) != 3:
             continue
-        if fields[0].strip() == "ii" or (present and fields[0][1] in _PRESENT):
+        if fields[0].strip() == "ii" or (present and fields[0][1:2] in _PRESENT):
             found[fields[1]] = fields[2]
     return found
 
@@ -136,10 +136,12 @@ def digest(data: dict) -> str:
 
 def record(previous: dict | None, current: dict, now: str) -> tuple[dict, bool]:
     """(the record to keep, whether it changed): the previous one when the state is the same
-    and the record of this format."""
-    if same_state(previous, current) and previous.get("format") == FORMAT:
+    and the record of this format; the same state in an older format is written anew with its
+    since."""
+    same = same_state(previous, current)
+    if same and previous.get("format") == FORMAT:
         return previous, False
-    kept = {"format": FORMAT, "since": now, **current}
+    kept = {"format": FORMAT, "since": previous["since"] if same else now, **current}
     kept["digest"] = digest(kept)
     return kept, True
 

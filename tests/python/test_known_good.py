@@ -480,3 +480,11 @@ def test_the_changes_and_removals_are_one_apt_run():
         "rocm-new-in-7-",
     ]  # fmt: skip
     assert known_good.rollback_plan(known(), {**GOOD}, LEDGER, {})["apt_command"] == []
+
+
+def test_a_record_of_the_older_format_is_written_anew_keeping_its_since():
+    old = {**known(), "format": 1}
+    del old["digest"]
+    again, changed = known_good.record(old, sample(packages=GOOD, apt_files=old["apt_files"]), "x")
+    assert changed and again["format"] == 2 and again["since"] == old["since"]
+    assert known_good.load(known_good.dump(again)) == again
