@@ -337,8 +337,8 @@ def test_records_that_fit_are_read_as_key_by_key(monkeypatch: pytest.MonkeyPatch
             ranked,
         ],
         records.read_health: [
-            scale.health_report("h", 1.8e9, False),
-            scale.health_report("h", 1.8e9, True),
+            scale.health_report("h", 1.7e9, False),
+            scale.health_report("h", 1.7e9, True),
         ],
         records.read_preflight: [
             preflight,

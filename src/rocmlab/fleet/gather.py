@@ -6,10 +6,10 @@ out and becomes one of the host's ``problems``, which make it UNREADABLE. Files 
 declared host are listed as undeclared.
 
 REPORTS_DIR is the admin's (given on the command line); what is inside it came from lab machines.
-Its subdirectories ``fleet/``, ``fleet/preflight/``, ``fleet/rollout/`` and ``health/`` are
-opened without following a link (one that is a link or not a directory stops the report:
-ReportsDirError) and every record is read through rocmlab.fleet.bounded: no link is followed, no
-special file opened.
+Its subdirectories ``fleet/``, ``fleet/preflight/``, ``fleet/rollout/``, ``health/`` and
+``health/tier2/`` are opened without following a link (one that is a link or not a directory
+stops the report: ReportsDirError) and every record is read through rocmlab.fleet.bounded: no
+link is followed, no special file opened.
 """
 
 from __future__ import annotations
@@ -20,18 +20,21 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
 from rocmlab.fleet.bounded import open_directory, parse_json, read_listed, read_record
 from rocmlab.fleet.fields import RecordError
 from rocmlab.fleet.records import (
+    ACCOUNT_TIERS,
     CACHE_FILE,
     CLUSTER_FILE,
     HEALTH_DIR,
+    HEALTH_TIER2_DIR,
     PREFLIGHT_DIR,
     ROLLOUT_DIR,
+    ROOT_TIERS,
     Located,
     locate,
     read_cache,
@@ -50,6 +53,8 @@ class ReportsDirError(Exception):
 
 # The report's own outputs in REPORTS_DIR: never read as a host's report.
 OUTPUT_NAMES = ("fleet.json",)
+# A host's records, by their key in HostRecords.files (and fleet.json's "files").
+FILE_KEYS = ("report", "preflight", "rollout", "health", "health_tier2")
 
 
 @dataclass
@@ -60,10 +65,9 @@ class HostRecords:
     report: dict[str, Any] | None = None
     preflight: dict[str, Any] | None = None
     rollout: dict[str, Any] | None = None
-    health: dict[str, Any] | None = None  # the latest rocmlab health report
-    files: dict[str, str | None] = field(
-        default_factory=lambda: {"report": None, "preflight": None, "rollout": None, "health": None}
-    )
+    health: dict[str, Any] | None = None  # root's latest rocmlab health report (tier 0)
+    health_tier2: dict[str, Any] | None = None  # the smoke account's latest (tier 2)
+    files: dict[str, str | None] = field(default_factory=lambda: dict.fromkeys(FILE_KEYS))
     problems: list[str] = field(default_factory=list)
     # The whole report's digest, to tell copies apart, made only where another report could be
     # a copy of it (_digest_alike_reports), from its bytes, kept until then.
@@ -101,16 +105,30 @@ KINDS = (
     _Kind("preflight", "preflight record", PREFLIGHT_DIR, read_preflight, names_host=True),
     _Kind("rollout", "rollout record", ROLLOUT_DIR, read_rollout, names_host=True),
     # Written on the host by rocmlab health (its "host" is the machine's hostname, as in a smoke
-    # report), fetched by the controller.
-    _Kind("health", "health report", HEALTH_DIR, read_health, names_host=False),
+    # report), fetched by the controller: root's report and the smoke account's, each in its
+    # own place, so that neither can stand in for the other.
+    _Kind(
+        "health",
+        "health report",
+        HEALTH_DIR,
+        partial(read_health, tiers=ROOT_TIERS),
+        names_host=False,
+    ),
+    _Kind(
+        "health_tier2",
+        "tier-2 health report",
+        HEALTH_TIER2_DIR,
+        partial(read_health, tiers=ACCOUNT_TIERS),
+        names_host=False,
+    ),
 )
 
 
 @contextmanager
 def _directories(reports_dir: Path) -> Iterator[dict[Path, int | None]]:
     """Open REPORTS_DIR (the admin's path: a link to it is fine) and, without following links,
-    fleet/, fleet/preflight/, fleet/rollout/ and health/ (None where absent); close them
-    afterwards."""
+    fleet/, fleet/preflight/, fleet/rollout/, health/ and health/tier2/ (None where absent);
+    close them afterwards."""
     with ExitStack() as stack:
         try:
             root = os.open(reports_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -120,7 +138,13 @@ def _directories(reports_dir: Path) -> Iterator[dict[Path, int | None]]:
             ) from None
         stack.callback(os.close, root)
         opened: dict[Path, int | None] = {Path(): root}
-        for directory in (PREFLIGHT_DIR.parent, PREFLIGHT_DIR, ROLLOUT_DIR, HEALTH_DIR):
+        for directory in (
+            PREFLIGHT_DIR.parent,
+            PREFLIGHT_DIR,
+            ROLLOUT_DIR,
+            HEALTH_DIR,
+            HEALTH_TIER2_DIR,
+        ):
             parent = opened[directory.parent]
             fd = None
             if parent is not None:
