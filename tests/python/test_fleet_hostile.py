@@ -318,6 +318,23 @@ def test_bidi_controls_and_separators_are_shown_as_escapes_everywhere(
     assert failure is not None and escaped in (failure.get("message") or "")
 
 
+def test_invisible_format_characters_are_shown_as_escapes_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A zero-width space, a word joiner, a byte order mark, a soft hyphen and a tag character
+    (Unicode's Cf) in a record reach the table, fleet.html and the JUnit XML as escapes."""
+    hidden = "\u200b\u2060\ufeff\u00ad\U000e0041\u180e"
+    report = smoke_report("web1", passed=False, exit_code=1, error=f"ok{hidden}end")
+    write_fleet(tmp_path, reports={"web1.json": report})
+    code, _, out = fleet_report(tmp_path, "web1", capsys)
+    assert code == 1
+    escaped = "ok\\u200b\\u2060\\ufeff\\xad\\U000e0041\\u180eend"
+    assert f"smoke job failed: {escaped}" in out
+    _, page, junit = read_outputs(tmp_path)
+    for text in (out, page, junit):
+        assert escaped in text and not any(char in text for char in hidden)
+
+
 def test_a_host_name_with_a_control_character_is_refused(tmp_path: Path, capsys) -> None:
     assert main(["fleet-report", str(tmp_path), "--hosts", "web1,we\x1bb2"]) == 2
     err = capsys.readouterr().err
