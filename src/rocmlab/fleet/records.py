@@ -200,7 +200,7 @@ def read_smoke_report(doc: Any) -> dict[str, Any]:
     version = _schema_version(doc, SMOKE_SCHEMAS)
     if not (_SMOKE_FIELDS.fits(doc) and doc["backend"] in _BACKENDS):
         _read_smoke_fields(doc)
-    passed, exit_code = doc["passed"], doc["exit_code"]
+    passed = doc["passed"]
     tflops = doc["matmul_tflops"] or {}
     for dtype in tflops:
         get(tflops, dtype, "number", where="matmul_tflops.")
@@ -219,17 +219,30 @@ def read_smoke_report(doc: Any) -> dict[str, Any]:
         profile = get(doc, "profile", "object", "null")
         if profile is not None:
             kept["profile"] = {"trace": get(profile, "trace", "string", where="profile.")}
-    failed = [check["name"] for check in checks if not check["passed"]]
-    if passed and (failed or exit_code != 0 or not checks):
-        why = (
-            f"check {', '.join(failed)} failed"
-            if failed
-            else f"exit_code is {exit_code}"
-            if exit_code != 0
-            else "it lists no checks"
-        )
-        raise RecordError(f"says passed but {why}: the report contradicts itself")
+    if passed:
+        _passed_as_it_says(doc, checks)
     return kept
+
+
+def _passed_as_it_says(doc: dict[str, Any], checks: list[Any]) -> None:
+    """RecordError when a report that says it passed does not bear it out: a check failed, its
+    exit code is not 0, it lists no checks, or its accuracy is not at its own gate (what the
+    smoke job's accuracy check asks: test_accuracy >= min_accuracy, both measured)."""
+    failed = [check["name"] for check in checks if not check["passed"]]
+    accuracy, gate = doc["test_accuracy"], doc["min_accuracy"]
+    why = None
+    if failed:
+        why = f"check {', '.join(failed)} failed"
+    elif doc["exit_code"] != 0:
+        why = f"exit_code is {doc['exit_code']}"
+    elif not checks:
+        why = "it lists no checks"
+    elif accuracy is None or gate is None:
+        why = "it has no test_accuracy and min_accuracy to judge it by"
+    elif accuracy < gate:
+        why = f"its test_accuracy {accuracy} is below its own gate, min_accuracy {gate}"
+    if why is not None:
+        raise RecordError(f"says passed but {why}: the report contradicts itself")
 
 
 _PREFLIGHT_FIELDS = shape_of({"host": ("string",), "created": ("string",), "passed": ("boolean",)})
