@@ -474,6 +474,47 @@ def test_links_in_reports_dir_are_never_followed_in_or_out(
     assert "outside-secret" not in (reports / "fleet.json").read_text()
 
 
+HARD_LINKED = (
+    "a hard link (2 names for one file): not read, a record must be a file of its own in "
+    "REPORTS_DIR (copy it, do not link it)"
+)
+
+
+def test_a_hard_link_in_reports_dir_is_refused_and_publishes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A hard link planted where a record goes names a file only the controller's account may
+    read (mode 0600, outside REPORTS_DIR, a valid record): refused for every kind of record, and
+    nothing of it reaches the outputs; the same content copied is read."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    reports = write_fleet(tmp_path / "reports", reports=ready_reports("web3"))
+    places = ("web1.json", "health/web2.json", "health/tier2/web3.json",
+              "fleet/rollout/web4.json", "fleet/cluster.json")  # fmt: skip
+    for index, where in enumerate(places):
+        marker = f"outside-secret-{index}"
+        doc = {"verdict": marker} if "cluster" in where else smoke_report(marker)
+        (outside / f"{index}.json").write_text(json.dumps(doc))
+        (outside / f"{index}.json").chmod(0o600)
+        (reports / where).parent.mkdir(parents=True, exist_ok=True)
+        os.link(outside / f"{index}.json", reports / where)
+    copied = (outside / "0.json").read_text().replace("outside-secret-0", "copied")
+    (reports / "web5.json").write_text(copied)  # a copy: the controller's own file
+    code, fleet, out = fleet_report(reports, "web1,web2,web3,web4,web5", capsys)
+    assert code == 1
+    reasons = {h["host"]: h["reason"] for h in fleet["hosts"]}
+    assert reasons["web1"] == f"unreadable report: web1.json: {HARD_LINKED}"
+    assert reasons["web2"].startswith(f"unreadable health report: health/web2.json: {HARD_LINKED}")
+    assert f"health/tier2/web3.json: {HARD_LINKED}" in reasons["web3"]
+    assert reasons["web4"].startswith(
+        f"unreadable rollout record: fleet/rollout/web4.json: {HARD_LINKED}"
+    )
+    assert fleet["cluster"] == {"file": "fleet/cluster.json", "problem": HARD_LINKED}
+    assert reasons["web5"] is None and hosts_by_name(fleet)["web5"]["machine"] == "copied"
+    outputs = "".join(read_outputs(reports)[1:]) + (reports / "fleet.json").read_text() + out
+    assert "outside-secret" not in outputs
+
+
 @pytest.mark.parametrize("linked", ["fleet", "fleet/preflight", "fleet/rollout"])
 def test_a_linked_records_directory_stops_the_report_with_exit_2(
     linked: str, tmp_path: Path, capsys: pytest.CaptureFixture

@@ -375,7 +375,9 @@ def test_a_listed_record_is_read_as_read_record_reads_it(tmp_path: Path) -> None
     (tmp_path / "link.json").symlink_to(tmp_path / "ok.json")
     (tmp_path / "dir.json").mkdir()
     os.mkfifo(tmp_path / "fifo.json")
-    for name in ("replaced", "to-fifo", "grown", "removed"):
+    os.link(tmp_path / "ok.json", tmp_path / "hard.json")  # ok.json has two names now
+    (tmp_path / "single.json").write_text("{}")
+    for name in ("replaced", "to-fifo", "grown", "removed", "linked-since"):
         (tmp_path / f"{name}.json").write_text("[]")
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -387,6 +389,7 @@ def test_a_listed_record_is_read_as_read_record_reads_it(tmp_path: Path) -> None
         os.mkfifo(tmp_path / "to-fifo.json")
         (tmp_path / "grown.json").write_text("y" * 200)
         (tmp_path / "removed.json").unlink()
+        os.link(tmp_path / "linked-since.json", tmp_path / "linked-since-2.json")
 
         def outcome(read: Any, *args: Any) -> Any:
             try:
@@ -397,6 +400,9 @@ def test_a_listed_record_is_read_as_read_record_reads_it(tmp_path: Path) -> None
         for entry in entries:
             expected = outcome(bounded.read_record, entry.name)
             assert outcome(bounded.read_listed, entry) == expected, entry.name
+        assert outcome(bounded.read_record, "single.json") == b"{}"
+        for name in ("ok.json", "hard.json", "linked-since.json"):
+            assert outcome(bounded.read_record, name).startswith("a hard link (2 names"), name
     finally:
         os.close(fd)
 
