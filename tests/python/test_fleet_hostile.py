@@ -423,6 +423,37 @@ def test_dev_zero_and_huge_sparse_files_are_read_within_bounded_memory(tmp_path:
     assert fleet["cache"]["problem"] == too_big
 
 
+def test_the_inputs_together_are_read_within_a_total_and_what_is_skipped_is_named(
+    tmp_path: Path,
+) -> None:
+    """40 hosts whose smoke reports are each just under 4 MiB of distinct passing checks (what
+    costs the report the most memory to keep): without a total they took over 2 GB and ended in
+    MemoryError. Under a 1.25 GiB address-space limit the report reads records up to its total
+    (32 MiB for 40 hosts), names each record it did not read and why, and judges every host."""
+    report = smoke_report("HOST")
+    report["checks"] = [
+        {"name": f"check{i}", "passed": True, "detail": f"detail {i}", "rank": None}
+        for i in range(52_000)
+    ]
+    text = json.dumps(report)
+    assert 3.5 * 1024**2 < len(text) < MAX_BYTES
+    hosts = [f"web{index:02d}" for index in range(40)]
+    for host in hosts:
+        (tmp_path / f"{host}.json").write_text(text.replace('"HOST"', f'"{host}"'))
+    result = run_report(tmp_path, ",".join(hosts), timeout=300, limit_memory=1280 * 1024**2)
+    assert result.returncode == 1, result.stderr
+    found = states(tmp_path)
+    read = [host for host in hosts if found[host][0] == "ready"]
+    assert read == hosts[: len(read)] and 7 <= len(read) <= 9
+    reason = found[hosts[-1]][1]
+    assert reason.startswith(
+        f"unreadable report: {hosts[-1]}.json: not read: the records read before it took the "
+        "report's total of 32.0 MiB (64 KiB per declared host, at least 32.0 MiB; 40 declared); "
+        "the largest: web"
+    ), reason
+    assert all(found[host][1] is not None for host in hosts[len(read) :])
+
+
 def test_the_read_never_trusts_the_size_a_file_claims() -> None:
     """/dev/zero says it holds 0 bytes and never ends: the read stops one byte past the bound."""
     fd = os.open("/dev/zero", os.O_RDONLY)
