@@ -52,10 +52,13 @@ import os
 import re
 import subprocess
 import sys
-import unicodedata
 from pathlib import Path
 
 from ansible.plugins.callback import CallbackBase
+
+# Every control, format (bidi, zero-width) and separator character a line holds is escaped
+# before it reaches the terminal.
+from ansible_collections.rocmlab.rocmlab.plugins.plugin_utils.terminal import shown, unsafe
 
 # The fleet report reads a few files; it gets this long to do so before it is abandoned.
 REPORT_TIMEOUT = 300
@@ -67,39 +70,11 @@ SET_FACT = frozenset({"set_fact", "ansible.builtin.set_fact", "ansible.legacy.se
 PLAN_FACT = "rocmlab_fleet_plan"
 # What the report says about itself on stderr when it could not be made, kept to this much.
 STDERR_SHOWN = 2000
-# Escaped before a line reaches the terminal: the characters of Unicode's general categories Cc
-# (C0 and C1 controls, DEL), Cf (format characters: the bidirectional controls, zero-width and
-# other invisible characters such as U+200B, U+2060, U+FEFF), Cs (lone surrogates), Zl and Zp
-# (the line and paragraph separators), as rocmlab.common.textsafe does (this plugin imports
-# nothing of rocmlab). None of them is printable.
-_UNSAFE_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp"))
-_CANDIDATE = re.compile(r"[^\x20-\x7e]")
 _ROLLOUT_ID = re.compile(r"[0-9A-Za-z._:-]{1,64}")
 
 
 class PlanError(ValueError):
     """The plan's values cannot make a fleet report; the message says which and why."""
-
-
-def _escaped(match: re.Match) -> str:
-    char = match[0]
-    if unicodedata.category(char) not in _UNSAFE_CATEGORIES:
-        return char
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
-def shown(text: str) -> str:
-    """TEXT with every control, format (bidi, zero-width) and separator character escaped
-    (\\x1b, \\u202e, \\u200b), for the terminal."""
-    return text if text.isprintable() else _CANDIDATE.sub(_escaped, text)
-
-
-def _unsafe(text: str) -> bool:
-    """Whether TEXT holds a character shown() escapes."""
-    return shown(text) != text
 
 
 def is_plan_task(task: object) -> bool:
@@ -123,7 +98,7 @@ def is_plan_task(task: object) -> bool:
 def _host_name(value: object, where: str) -> str:
     if not isinstance(value, str) or not value or value in (".", ".."):
         raise PlanError(f"{where}: {value!r} is not an inventory host name")
-    if "," in value or "/" in value or _unsafe(value) or value != value.strip():
+    if "," in value or "/" in value or unsafe(value) or value != value.strip():
         raise PlanError(
             f"{where}: {shown(repr(value))} cannot name a report file (no ',', '/', spaces at "
             "either end or control characters)"
@@ -141,7 +116,7 @@ def checked_plan(plan: object) -> dict:
     if not isinstance(rollout_id, str) or not _ROLLOUT_ID.fullmatch(rollout_id):
         raise PlanError(f"{PLAN_FACT}.rollout_id: {shown(repr(rollout_id))} is not a rollout id")
     reports_dir = plan.get("reports_dir")
-    if not isinstance(reports_dir, str) or not reports_dir or _unsafe(reports_dir):
+    if not isinstance(reports_dir, str) or not reports_dir or unsafe(reports_dir):
         raise PlanError(
             f"{PLAN_FACT}.reports_dir: {shown(repr(reports_dir))} is not a path "
             "(rocmlab_reports_dir)"
