@@ -226,15 +226,17 @@ def test_health_reports_are_read_as_every_record_is(
         "undeclared"]  # fmt: skip
 
 
+@pytest.mark.parametrize("linked", ["health", "health/tier2"])
 def test_a_health_directory_that_is_a_link_stops_the_report(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    linked: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_fleet(tmp_path, reports=ready_reports("web1"))
+    (tmp_path / linked).parent.mkdir(exist_ok=True)
     elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
     elsewhere.mkdir()
-    (tmp_path / "health").symlink_to(elsewhere)
+    (tmp_path / linked).symlink_to(elsewhere)
     assert main(["fleet-report", str(tmp_path), "--hosts", "web1"]) == 2
-    assert "health is a symbolic link" in capsys.readouterr().err
+    assert f"{linked} is a symbolic link" in capsys.readouterr().err
     assert not (tmp_path / "fleet.json").exists()
 
 
