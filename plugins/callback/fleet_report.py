@@ -56,6 +56,10 @@ from pathlib import Path
 
 from ansible.plugins.callback import CallbackBase
 
+# Every control, format (bidi, zero-width) and separator character a line holds is escaped
+# before it reaches the terminal.
+from ansible_collections.rocmlab.rocmlab.plugins.plugin_utils.terminal import shown, unsafe
+
 # The fleet report reads a few files; it gets this long to do so before it is abandoned.
 REPORT_TIMEOUT = 300
 # This checkout (plugins/callback/ is two levels down): its src/ holds `rocmlab fleet-report`,
@@ -66,21 +70,11 @@ SET_FACT = frozenset({"set_fact", "ansible.builtin.set_fact", "ansible.legacy.se
 PLAN_FACT = "rocmlab_fleet_plan"
 # What the report says about itself on stderr when it could not be made, kept to this much.
 STDERR_SHOWN = 2000
-# C0 and C1 controls, DEL, and the bidirectional formatting characters: escaped before a line
-# reaches the terminal.
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _ROLLOUT_ID = re.compile(r"[0-9A-Za-z._:-]{1,64}")
 
 
 class PlanError(ValueError):
     """The plan's values cannot make a fleet report; the message says which and why."""
-
-
-def shown(text: str) -> str:
-    """TEXT with every control and bidi character escaped (\\x1b, \\u202e), for the terminal."""
-    return _UNSAFE.sub(
-        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text
-    )
 
 
 def is_plan_task(task: object) -> bool:
@@ -104,7 +98,7 @@ def is_plan_task(task: object) -> bool:
 def _host_name(value: object, where: str) -> str:
     if not isinstance(value, str) or not value or value in (".", ".."):
         raise PlanError(f"{where}: {value!r} is not an inventory host name")
-    if "," in value or "/" in value or _UNSAFE.search(value) or value != value.strip():
+    if "," in value or "/" in value or unsafe(value) or value != value.strip():
         raise PlanError(
             f"{where}: {shown(repr(value))} cannot name a report file (no ',', '/', spaces at "
             "either end or control characters)"
@@ -122,7 +116,7 @@ def checked_plan(plan: object) -> dict:
     if not isinstance(rollout_id, str) or not _ROLLOUT_ID.fullmatch(rollout_id):
         raise PlanError(f"{PLAN_FACT}.rollout_id: {shown(repr(rollout_id))} is not a rollout id")
     reports_dir = plan.get("reports_dir")
-    if not isinstance(reports_dir, str) or not reports_dir or _UNSAFE.search(reports_dir):
+    if not isinstance(reports_dir, str) or not reports_dir or unsafe(reports_dir):
         raise PlanError(
             f"{PLAN_FACT}.reports_dir: {shown(repr(reports_dir))} is not a path "
             "(rocmlab_reports_dir)"

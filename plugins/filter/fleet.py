@@ -37,6 +37,9 @@ fleet_not_run_reason(decision, aside, all_or_nothing) -> why a host that went ha
 fleet_lines(hosts, checks, decisions) -> one line per host and check, and one per decision
 fleet_aside(hosts, decisions) -> ["host (state)"] of the hosts that do not go
 fleet_go(hosts, decisions) -> the hosts that go, in inventory order
+fleet_failure(task, result) -> why a host's task failed, for its rollout record: the package
+whose maintainer script failed and that script's last lines when apt or dpkg says so, else the
+task's message
 """
 
 from __future__ import annotations
@@ -69,6 +72,57 @@ def _clip(text):
     if len(text) <= FROM_HOST_MAX:
         return text
     return f"{text[:FROM_HOST_MAX]} ... ({len(text) - FROM_HOST_MAX} more characters)"
+
+
+# dpkg's words when a package's maintainer script fails (dpkg's src/main/script.c and
+# errors.c): "dpkg: error processing package NAME (--configure):" then the script and its exit.
+_DPKG_ERROR = re.compile(
+    r"^dpkg: error processing (?:package|archive) (\S+) \((--[a-z-]+)\):$\n^ (.+)$", re.MULTILINE
+)
+_SCRIPT_LINES = 5
+# What dpkg and apt print around a script's own lines.
+_NOT_THE_SCRIPT = re.compile(r"^(?:dpkg: |E: |W: |N: |debconf: |Errors were encountered)")
+
+
+def _lines(text):
+    """TEXT's lines, carriage returns (apt runs dpkg on a terminal) and control and format
+    characters dropped."""
+    text = str(text or "").replace("\r\n", "\n").replace("\r", "\n")
+    return ["".join(c for c in line if c.isprintable()) for line in text.split("\n")]
+
+
+def _script_output(lines, name):
+    """The last lines package NAME's maintainer script printed: those after dpkg's "Setting up
+    NAME (" (or "Unpacking", "Removing") up to its error for NAME, dpkg's and apt's own left out."""
+    start = None
+    for index, line in enumerate(lines):
+        if any(
+            line.startswith(f"{step} {name} (") for step in ("Setting up", "Unpacking", "Removing")
+        ):
+            start = index + 1
+        elif line.startswith(f"dpkg: error processing package {name} ") and start is not None:
+            said = [x for x in lines[start:index] if x.strip() and not _NOT_THE_SCRIPT.match(x)]
+            return said[-_SCRIPT_LINES:]
+    return []
+
+
+def fleet_failure(task, result):
+    """Why TASK failed, from its RESULT (a module's result, as ansible_failed_result holds it):
+    "TASK: PACKAGE (--configure): installed PACKAGE package post-installation script subprocess
+    returned error exit status 1; it said: LINE | LINE" when dpkg says a maintainer script
+    failed (the last lines of that script's output; apt's command line left out), else
+    "TASK: MESSAGE". Each piece the host sent is clipped (FROM_HOST_MAX)."""
+    result = result if isinstance(result, dict) else {}
+    stdout = _lines(result.get("stdout"))[-2000:]
+    found = _DPKG_ERROR.search("\n".join(stdout + _lines(result.get("stderr"))[-2000:]))
+    if found is None:
+        return f"{_clip(task)}: {_clip(result.get('msg') or 'failed')}"
+    name, action, why = found.groups()
+    detail = f"{_clip(name)} ({action}): {_clip(why)}"
+    said = _script_output(stdout, name)
+    if said:
+        detail += "; it said: " + " | ".join(_clip(line) for line in said)
+    return f"{_clip(task)}: {detail}"
 
 
 def _slug(text):
@@ -333,4 +387,5 @@ class FilterModule:
             "fleet_lines": fleet_lines,
             "fleet_aside": fleet_aside,
             "fleet_go": fleet_go,
+            "fleet_failure": fleet_failure,
         }

@@ -5,9 +5,10 @@
 health_timer_units(settings) -> {unit file name: its text}: two oneshot services and their
     timers - tier 0 as root every few minutes, tier 2 as the smoke account once a day - each run
     under `flock -n` on one lock file, so that no two runs overlap.
-health_report_pick(results) -> {"content", "tier", "finished", "why"}: of the host's reports
-    (the results of rocmlab_read_report, each with its item's tier), the one the controller keeps
-    as REPORTS_DIR/health/<host>.json for `rocmlab fleet-report`.
+health_report_pick(results) -> {"tier", "verdict", "finished", "why"}: of the host's reports
+    (the results of rocmlab_read_report, each with its item's tier), the one that stands for the
+    host - root's tier 0 unless the smoke account's tier 2 is worse - as `rocmlab fleet-report`
+    chooses it from the copies the controller keeps.
 systemd_quote(arg) / systemd_split(line): one argument as an ExecStart= line needs it, and back.
 
 SETTINGS (the role's values, checked by role rocmlab against meta/settings.yml first; checked
@@ -42,6 +43,12 @@ TIER2_DELAY = 1800
 # How long systemd lets a run take before it stops it (the tiers' own budgets are 5 s and 450 s).
 TIMEOUTS = {0: 120, 2: 1200}
 VERDICTS = {"pass": 0, "warn": 1, "fail": 2}
+# The tiers each writer's report holds: root's timer runs tier 0, the smoke account tier 2.
+ROOT_TIERS = (0, 1)
+ACCOUNT_TIERS = (2,)
+# How far a host's clock may be ahead of the controller's (rocmlab.fleet.records.CLOCK_SKEW,
+# which the fleet report applies to the same reports).
+CLOCK_SKEW = 300
 FINISHED = "%Y-%m-%dT%H:%M:%SZ"
 HEADER = (
     "# Written by rocmlab (role smoke_test, smoke_test_health_timer); a change made here is\n"
@@ -272,67 +279,75 @@ def health_timer_units(settings: dict) -> dict:
     return health_timer_plan(settings)["units"]
 
 
-def _read(result: dict) -> tuple[dict | None, str]:
-    """The report a rocmlab_read_report result holds, or None and why it cannot be used."""
+def _problem(result: dict, now: float) -> tuple[dict | None, str]:
+    """The report a rocmlab_read_report result holds, or None and what is wrong with it."""
+    tiers = ACCOUNT_TIERS if (result.get("item") or {}).get("tier") in ACCOUNT_TIERS else ROOT_TIERS
     try:
-        doc = json.loads(base64.b64decode(result.get("content", ""), validate=True))
-    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError) as exc:
-        return None, f"not JSON ({type(exc).__name__})"
+        raw = base64.b64decode(result.get("content", ""), validate=True)
+    except (binascii.Error, ValueError):
+        return None, "not base64"
+    try:
+        doc = json.loads(raw)
+    except RecursionError:
+        return None, "arrays and objects nested too deep for any report"
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, f"not JSON: {str(exc)[:120]}"
     if not isinstance(doc, dict):
         return None, "not a JSON object"
     tier, verdict, finished = doc.get("tier"), doc.get("verdict"), doc.get("finished")
     if isinstance(tier, bool) or tier not in (0, 1, 2):
         return None, "no tier 0, 1 or 2"
+    if tier not in tiers:
+        return None, f"a tier-{tier} report, where this file holds a tier {tiers[0]} report"
     if verdict not in VERDICTS:
         return None, "no verdict pass, warn or fail"
     try:
         when = datetime.strptime(finished, FINISHED).replace(tzinfo=timezone.utc)
     except (TypeError, ValueError):
         return None, "no finished time (UTC, 2026-01-30T08:00:00Z)"
-    return {"tier": tier, "verdict": verdict, "finished": finished, "when": when}, ""
+    if when.timestamp() > now + CLOCK_SKEW:
+        shown = datetime.fromtimestamp(now, timezone.utc).strftime(FINISHED)
+        return None, f"finished {finished}, later than now ({shown}): no report is from the future"
+    checks = doc.get("checks")
+    if not isinstance(checks, list) or not checks:
+        return None, f"verdict {verdict} but no checks: it proves nothing"
+    failed = any(isinstance(c, dict) and c.get("status") == "fail" for c in checks)
+    if failed != (verdict == "fail"):
+        return None, f"verdict {verdict} but {'a' if failed else 'no'} check failed"
+    return {"tier": tier, "verdict": verdict, "finished": finished}, ""
 
 
-def health_report_pick(results: list) -> dict:
-    """Which of a host's health reports the controller keeps (RESULTS: rocmlab_read_report's, in
-    a loop whose items carry `tier`; each within its bound, never through a link).
+def health_report_pick(results: list, now: float | None = None) -> dict:
+    """Which of a host's health reports stands for it (RESULTS: rocmlab_read_report's, in a loop
+    whose items carry `tier`; each within its bound, never through a link; NOW: the controller's
+    clock, default now), for the line the play prints. The controller keeps each report as it
+    is, root's and the smoke account's apart, and `rocmlab fleet-report` makes the same choice
+    from them (rocmlab.fleet.rules.health_summary).
 
-    The latest report of each tier holds until that tier or a higher one runs again (tier 2 runs
-    tier 0's checks too): a report is superseded by a later one of the same or a higher tier.
-    Of the rest, the worst verdict is kept, and of equal verdicts the latest - so a failed daily
-    tier 2 stays visible beside the tier-0 passes after it, with its age. A report that cannot
-    be read as one is kept whole, so that the fleet report says why instead of hiding it.
-    """
+    Root's tier-0 report and the account's tier-2 report each stand until their own writer's
+    next one: the account's report can add a FAIL to root's, never hide it. Of the two, the
+    worse verdict stands, root's of two alike. A report that cannot be used - not a health
+    report, a time more than CLOCK_SKEW ahead of NOW, a verdict its checks do not bear out (a
+    pass without a check), another tier than its file holds - is named, and hides nothing.
+    Returns {"tier", "verdict", "finished", "why"} (None but "why" when none stands)."""
+    now = datetime.now(timezone.utc).timestamp() if now is None else now
     found = [r for r in results if isinstance(r, dict) and r.get("found")]
-    candidates = []
+    standing, unusable = [], []
     for result in found:
-        report, why = _read(result)
+        report, why = _problem(result, now)
         if report is None:
             tier = (result.get("item") or {}).get("tier")
-            return {
-                "content": result["content"],
-                "tier": tier,
-                "finished": None,
-                "why": f"the tier-{tier} report is unusable ({why}): kept, so that the fleet "
-                "report says why",
-            }
-        candidates.append((report, result["content"]))
-    if not candidates:
-        return {"content": "", "tier": None, "finished": None, "why": "no health report yet"}
-    standing = [
-        (report, content)
-        for report, content in candidates
-        if not any(
-            other["tier"] >= report["tier"] and other["when"] > report["when"]
-            for other, _unused in candidates
-        )
-    ]
-    report, content = max(standing, key=lambda rc: (VERDICTS[rc[0]["verdict"]], rc[0]["when"]))
-    return {
-        "content": content,
-        "tier": report["tier"],
-        "finished": report["finished"],
-        "why": f"tier {report['tier']}, {report['verdict']}, finished {report['finished']}",
-    }
+            unusable.append(f"the tier-{tier} report is unusable ({why})")
+        else:
+            standing.append(report)
+    if not standing:
+        why = unusable or ["no health report yet"]
+        return {"tier": None, "verdict": None, "finished": None, "why": "; ".join(why)}
+    # max() keeps the first of equals: root's report, read first.
+    pick = max(standing, key=lambda r: VERDICTS[r["verdict"]])
+    said = [f"tier {r['tier']}, {r['verdict']}, finished {r['finished']}"
+            for r in sorted(standing, key=lambda r: r is not pick)]  # fmt: skip
+    return {**pick, "why": "; ".join(said + unusable)}
 
 
 class FilterModule:

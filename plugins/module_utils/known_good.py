@@ -3,29 +3,37 @@
 """The host's known-good record, /var/lib/rocmlab/known-good.json: the state it was in when it
 last passed the health gate, complete enough to go back to it.
 
-It holds the exact versions of the AMD packages rocmlab manages (their versions carry the ROCm
+It holds the exact versions of the installed packages that are AMD's (amd_packages: those
+rocmlab saw come from AMD's sources, never a guess from a version; their versions carry the ROCm
 release, see rocm_release.release_of), the installed ROCm release, the apt files rocm_repo wrote
 (apt_files.Record: bytes, mode, owner, their SHA-256), each framework venv's `pip freeze`, the GPU
 override file gfx_override wrote, the running kernel and the rocmlab version; `since` says when
 the host was first seen good in exactly this state (a later pass in the same state keeps it, so
-a converged host's record does not change). The record is written by root into a root-owned
-directory, and read back bounded like any other file a host holds.
+a converged host's record does not change); `digest`, the SHA-256 of all of that, so that an
+edited record (a version, a file, a package added) is refused as a whole. The record is written
+by root into a root-owned directory, and read back bounded like any other file a host holds.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import re
 
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import amd_packages
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.apt_files import Record
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import (
     release_key,
     release_of,
 )
 
-FORMAT = 1
+# 2: AMD's packages from amd_packages' ledger, and the digest. A record of format 1 (before
+# both) is still read: its packages that the ledger does not name as AMD's are left out of a
+# rollback (and named), and the next passing gate writes format 2.
+FORMAT = 2
+FORMATS = (1, 2)
 # Where the record lives: the default of every module that reads or writes it (their
 # DOCUMENTATION repeats it; ansible-test's validate-modules checks the two agree).
 PATH = "/var/lib/rocmlab/known-good.json"
@@ -44,30 +52,34 @@ STATE_FIELDS = (
 )
 
 
-def managed_packages(installed: dict[str, str]) -> dict[str, str]:
-    """The installed packages that are AMD's (their version names a ROCm release)."""
-    return {name: installed[name] for name in sorted(installed) if release_of(installed[name])}
-
-
 DPKG_QUERY = ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\t${Package}\t${Version}\n"]
 
 
-def installed_packages(module, who: str) -> dict[str, str]:
-    """The host's installed packages (parse_dpkg of DPKG_QUERY), run by the AnsibleModule MODULE;
-    a failure of dpkg-query fails the task, named after WHO."""
+def installed_packages(module, who: str, present: bool = False) -> dict[str, str]:
+    """The host's installed packages (parse_dpkg of DPKG_QUERY, PRESENT as it takes it), run by
+    the AnsibleModule MODULE; a failure of dpkg-query fails the task, named after WHO."""
     rc, out, err = module.run_command(DPKG_QUERY)
     if rc != 0:
         module.fail_json(msg=f"{who}: dpkg-query failed (exit {rc}): {err.strip()[-400:]}")
-    return parse_dpkg(out)
+    return parse_dpkg(out, present)
 
 
-def parse_dpkg(text: str) -> dict[str, str]:
+# dpkg's package states whose files are on disk, whole or not: installed (i), unpacked (U),
+# half-configured (F), half-installed (H), triggers-awaited (W), triggers-pending (t).
+_PRESENT = frozenset("iUFHWt")
+
+
+def parse_dpkg(text: str, present: bool = False) -> dict[str, str]:
     """`dpkg-query -W -f '${db:Status-Abbrev}\\t${Package}\\t${Version}\\n'` -> installed name ->
-    version (half-installed and removed-but-configured packages left out)."""
+    version: the fully installed packages; with PRESENT also those a failed or interrupted run
+    left unpacked or half-configured (what a rollback must move too). Removed packages whose
+    configuration is kept are never listed."""
     found = {}
     for line in text.splitlines():
         fields = line.split("\t")
-        if len(fields) == 3 and fields[0].strip() == "ii":
+        if len(fields) != 3:
+            continue
+        if fields[0].strip() == "ii" or (present and fields[0][1:2] in _PRESENT):
             found[fields[1]] = fields[2]
     return found
 
@@ -88,7 +100,7 @@ def rocmlab_in(venvs: dict[str, list[str]]) -> str | None:
 
 def state(
     *,
-    installed: dict[str, str],
+    packages: dict[str, str],
     rocm_version: str | None,
     apt_files: list[dict],
     venvs: dict[str, list[str]],
@@ -96,10 +108,11 @@ def state(
     kernel: str,
     rocmlab_version: str | None,
 ) -> dict:
-    """The state to record (JSON-ready; apt_files are apt_files.Record.to_dict() forms)."""
+    """The state to record (JSON-ready; apt_files are apt_files.Record.to_dict() forms).
+    packages: AMD's installed packages (amd_packages.amd_of), name -> version."""
     return {
         "rocm_version": rocm_version,
-        "packages": managed_packages(installed),
+        "packages": {name: packages[name] for name in sorted(packages)},
         "apt_files": sorted(apt_files, key=lambda record: record["path"]),
         "venvs": {path: venvs[path] for path in sorted(venvs)},
         "gfx_override": gfx_override,
@@ -114,11 +127,23 @@ def same_state(previous: dict | None, current: dict) -> bool:
     )
 
 
+def digest(data: dict) -> str:
+    """The SHA-256 of a record's since and state, as canonical JSON."""
+    covered = {name: data.get(name) for name in ("format", "since", *STATE_FIELDS)}
+    text = json.dumps(covered, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
 def record(previous: dict | None, current: dict, now: str) -> tuple[dict, bool]:
-    """(the record to keep, whether it changed): the previous one when the state is the same."""
-    if same_state(previous, current):
+    """(the record to keep, whether it changed): the previous one when the state is the same
+    and the record of this format; the same state in an older format is written anew with its
+    since."""
+    same = same_state(previous, current)
+    if same and previous.get("format") == FORMAT:
         return previous, False
-    return {"format": FORMAT, "since": now, **current}, True
+    kept = {"format": FORMAT, "since": previous["since"] if same else now, **current}
+    kept["digest"] = digest(kept)
+    return kept, True
 
 
 def load(content: bytes) -> dict:
@@ -127,13 +152,22 @@ def load(content: bytes) -> dict:
         raise ValueError(f"it is over {MAX_BYTES} bytes")
     try:
         data = json.loads(content.decode("utf-8"))
+    except RecursionError as err:
+        raise ValueError("it is nested too deep to be a known-good record") from err
     except (UnicodeDecodeError, ValueError) as err:
         raise ValueError(f"it is not JSON ({err})") from err
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"it is not a known-good record of format {FORMAT}")
+    if not isinstance(data, dict) or data.get("format") not in FORMATS:
+        raise ValueError(
+            f"it is not a known-good record of format {' or '.join(map(str, FORMATS))}"
+        )
     missing = [name for name in ("since", *STATE_FIELDS) if name not in data]
     if missing:
         raise ValueError(f"it lacks {', '.join(missing)}")
+    if data["format"] >= 2 and data.get("digest") != digest(data):
+        raise ValueError(
+            "it does not match its digest: it was changed after rocmlab wrote it (a version, a"
+            " file or a package edited, added or removed)"
+        )
     if not isinstance(data["packages"], dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in data["packages"].items()
     ):
@@ -179,15 +213,64 @@ def _same_file(recorded: dict, now: dict) -> bool:
     return all(recorded.get(name) == now.get(name) for name in fields)
 
 
+APT_DIR = "/etc/apt"
+
+
+def checked_apt_paths(known: dict, apt_dir: str = APT_DIR) -> list[str]:
+    """The paths of the record's apt files; ValueError for one that is not a clean path below
+    APT_DIR (rocm_repo writes nowhere else)."""
+    paths = []
+    for entry in known["apt_files"]:
+        path = entry.get("path") if isinstance(entry, dict) else None
+        if not (
+            isinstance(path, str)
+            and path.startswith(apt_dir.rstrip("/") + "/")
+            and os.path.normpath(path) == path
+            and "\0" not in path
+        ):
+            raise ValueError(
+                f"the record names {str(path)[:200]!r} as an apt file; rocm_repo's apt files are"
+                f" below {apt_dir}/"
+            )
+        paths.append(path)
+    return paths
+
+
+def amd_in_record(known: dict, ledger: dict[str, list[str]]) -> tuple[dict[str, str], list[str]]:
+    """(the record's packages that are AMD's by the ledger, the others as "name version").
+
+    A record of this format names AMD's packages alone (rocmlab_known_good wrote them from the
+    ledger): one that names another package was not written by rocmlab, and is refused
+    (ValueError). A record of format 1 guessed from versions: its other packages are left out."""
+    wanted, not_amd = {}, []
+    for name in sorted(known["packages"]):
+        version = known["packages"][name]
+        if amd_packages.is_amd(ledger, name, version):
+            wanted[name] = version
+        elif known["format"] >= 2:
+            raise ValueError(
+                f"the record names the package {name[:128]} {version[:128]}, which rocmlab never"
+                f" saw come from AMD's sources ({amd_packages.PATH}); a rollback touches AMD's"
+                " packages alone"
+            )
+        else:
+            not_amd.append(f"{name} {version}")
+    return wanted, not_amd
+
+
 def rollback_plan(
     known: dict,
     installed: dict[str, str],
+    ledger: dict[str, list[str]],
     files_now: dict[str, dict],
     venvs: list[dict] | None = None,
 ) -> dict:
     """What returns a host to its known-good record KNOWN (as load() returns it).
 
-    installed: every installed package, name -> version (parse_dpkg).
+    installed: every package on the host, name -> version (parse_dpkg, present: those a failed
+    run left half-installed too).
+    ledger: amd_packages' ledger; only the packages it names as AMD's are ever changed or
+    removed, whatever other packages' versions look like.
     files_now: for each apt file the record lists, its state now (apt_files.Record.to_dict()).
     venvs: what becomes of each venv the record froze (venv_keep.restore_plan), or None.
 
@@ -202,7 +285,9 @@ def rollback_plan(
     files, remove = [], []
     for entry in known["apt_files"]:
         if not isinstance(entry, dict):
-            raise ValueError(f"an apt file of the record is {entry!r}, not a file's record")
+            raise ValueError(
+                f"an apt file of the record is a {type(entry).__name__}, not a file's record"
+            )
         Record.from_dict(entry)  # ValueError naming the field: a bad path, the wrong sha256
         path = entry["path"]
         now = files_now.get(path, {"path": path, "exists": False})
@@ -222,7 +307,7 @@ def rollback_plan(
                     "mode": entry["mode"],
                 }
             )
-    wanted = known["packages"]
+    wanted, not_amd = amd_in_record(known, ledger)
     releases = {release_of(version) for version in wanted.values()}
     changes = []
     for name in sorted(wanted):
@@ -240,24 +325,49 @@ def rollback_plan(
             else:
                 action = "rebuild"
         changes.append({"name": name, "from": have, "to": want, "action": action})
-    amd_now = managed_packages(installed)
+    amd_now = amd_packages.amd_of(installed, ledger)
     later = sorted(n for n in amd_now if n not in wanted and release_of(amd_now[n]) not in releases)
     unlisted = sorted(n for n in amd_now if n not in wanted and n not in later)
+    apt_names = [f"{c['name']}={c['to']}" for c in changes]
+    # A rebuild of the same release may be an older build: apt must be allowed to go down.
+    downgrade = any(c["action"] in ("downgrade", "rebuild") for c in changes)
     return {
         "since": known["since"],
         "release": known["rocm_version"],
         "apt_files": {"files": files, "remove": remove},
         "changes": changes,
-        "apt_names": [f"{c['name']}={c['to']}" for c in changes],
-        # A rebuild of the same release may be an older build: apt must be allowed to go down.
-        "downgrade": any(c["action"] in ("downgrade", "rebuild") for c in changes),
+        "apt_names": apt_names,
+        "downgrade": downgrade,
         "remove_packages": later,
+        "apt_command": apt_command(apt_names, later, downgrade),
         "unlisted": unlisted,
+        "not_amd": not_amd,
         "venvs": venvs or [],
         "summary": rollback_summary(
-            known, amd_now, files, remove, changes, later, unlisted, venvs or []
+            known, amd_now, files, remove, changes, later, unlisted, venvs or [], not_amd
         ),
     }
+
+
+def apt_command(apt_names: list[str], remove: list[str], downgrade: bool) -> list[str]:
+    """One apt-get run that installs APT_NAMES (name=version) and removes REMOVE: apt configures
+    every package left half-configured at the end of each run, so a package whose maintainer
+    script failed in the change being undone is replaced or removed in the same run, never left
+    for the next one to trip on. [] when there is nothing to do. The names and versions are
+    the ledger's (amd_packages.NAME, VERSION): none can be read as an option."""
+    if not apt_names and not remove:
+        return []
+    options = ["-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
+    return [
+        "apt-get",
+        "install",
+        "--yes",
+        "--quiet",
+        *options,
+        *(["--allow-downgrades"] if downgrade else []),
+        *apt_names,
+        *[f"{name}-" for name in remove],
+    ]
 
 
 def _release_key(version: str) -> tuple[int, ...]:
@@ -265,14 +375,16 @@ def _release_key(version: str) -> tuple[int, ...]:
     return release_key(release_of(version) or version)
 
 
-def rollback_summary(known, amd_now, files, remove, changes, later, unlisted, venvs=()) -> str:
+def rollback_summary(
+    known, amd_now, files, remove, changes, later, unlisted, venvs=(), not_amd=()
+) -> str:
     """One line: "7.1.0 -> 6.4.2 (known-good since ...): ..." or that the host is in it.
-    amd_now: AMD's installed packages (managed_packages), name -> version; venvs: as
-    venv_keep.restore_plan returns them."""
+    amd_now: AMD's installed packages (amd_packages.amd_of), name -> version; venvs: as
+    venv_keep.restore_plan returns them; not_amd: a format-1 record's other packages."""
     restored = [v["path"] for v in venvs if v["action"] == "restore"]
     rebuilt = [v["path"] for v in venvs if v["action"] == "rebuild"]
     failing = [v["path"] for v in venvs if v["action"] == "fail"]
-    now = sorted({release_of(v) for v in amd_now.values()}, key=_release_key)
+    now = sorted({release_of(v) for v in amd_now.values()} - {None}, key=release_key)
     head = f"{', '.join(now) or 'no ROCm'} \u2192 {known['rocm_version'] or 'no ROCm'}"
     head += f" (the known-good state since {known['since']})"
     if not (files or remove or changes or later or restored or rebuilt or failing):
@@ -303,6 +415,8 @@ def rollback_summary(known, amd_now, files, remove, changes, later, unlisted, ve
         line = f"{head}: " + "; ".join(parts)
     if unlisted:
         line += f"; left as they are (not in the record): {', '.join(unlisted)}"
+    if not_amd:
+        line += f"; not AMD's, left as they are (an older record listed them): {', '.join(not_amd)}"
     return line
 
 

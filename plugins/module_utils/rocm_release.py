@@ -5,10 +5,9 @@
 AMD's packages carry their release in their version: the last dot-separated field of the
 upstream version is the release written MMmmpp (rocm-core ``6.4.2.60402-120~22.04``, rocminfo
 ``1.0.0.60402-120~22.04``, amdgpu-dkms ``1:6.4.60402-2164967.22.04``; 7.1.0 is ``70100``, see
-the package lists of repo.radeon.com/rocm/apt/<release>/). The distribution's packages (Debian's
-rocminfo ``5.2.3-2``) carry none. That is how an installed AMD package of another release is told
-apart from the distribution's package of the same name: once the sources name another release,
-apt knows neither of them, and only the version says whose it is.
+the package lists of repo.radeon.com/rocm/apt/<release>/). Whether a package IS AMD's cannot be
+read from its version (Debian's liberror-perl ``0.17029-2`` has such a field too): that is
+amd_packages' fact, and release_of is used only on packages it names as AMD's.
 
 Pure functions: the module rocm_release_plan feeds them apt's cache; tests feed them tables.
 """
@@ -63,10 +62,11 @@ def release_key(release: str) -> tuple[int, ...]:
     return tuple(int(part) for part in release.split(".") if part.isdigit())
 
 
-def plan(installed: dict[str, str], offered: dict[str, str], configured: str) -> dict:
+def plan(amd: dict[str, str], offered: dict[str, str], configured: str) -> dict:
     """What moves a host's AMD packages to the configured release.
 
-    installed: name -> installed version, every installed package (others are ignored).
+    amd:       name -> installed version of every installed package that is AMD's
+               (amd_packages.amd_of); no other package is ever moved.
     offered:   name -> the version AMD's sources offer for the configured release.
     configured: rocm_repo_version ("7.1", "6.4.2").
 
@@ -76,7 +76,7 @@ def plan(installed: dict[str, str], offered: dict[str, str], configured: str) ->
     (``stranded``: apt cannot move them; they are named, never removed here), and a summary.
     """
     target = full_release(configured)
-    amd = {name: version for name, version in installed.items() if release_of(version)}
+    amd = {name: version for name, version in amd.items() if release_of(version)}
     releases = sorted({release_of(version) for version in amd.values()}, key=release_key)
     changes = []
     stranded = []
@@ -128,14 +128,15 @@ def summary(others: list[str], target: str, changes: list[dict], stranded: list[
     return f"{head}: " + "; ".join(parts)
 
 
-def preview(installed: dict[str, str], configured: str) -> dict:
+def preview(amd: dict[str, str], configured: str) -> dict:
     """Before the sources name the configured release (check mode): which installed AMD packages
-    belong to another release and so will change, without the versions apt does not know yet."""
+    (AMD: as plan() takes them) belong to another release and so will change, without the
+    versions apt does not know yet."""
     target = full_release(configured)
     moving = sorted(
-        name for name, version in installed.items() if release_of(version) not in (None, target)
+        name for name, version in amd.items() if release_of(version) not in (None, target)
     )
-    others = sorted({release_of(installed[name]) for name in moving}, key=release_key)
+    others = sorted({release_of(amd[name]) for name in moving}, key=release_key)
     if not moving:
         line = f"ROCm {target}: no installed AMD package belongs to another release"
     else:

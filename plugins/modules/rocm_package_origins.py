@@ -16,9 +16,9 @@ description:
   - Shadowing is what apt's pin cannot undo, an installed version that I(origin) does not
     offer and that sorts above the newest version I(origin) offers (a pin below 1000 never
     downgrades). A lower version from elsewhere is simply upgraded to I(origin)'s.
-  - An installed version that carries an AMD release (C(1.0.0.70100-1)) is AMD's own package of
-    another release, never the distribution's, even when no source offers it any more (the
-    sources were moved to another release); rocm_release_plan moves it.
+  - An installed version that rocmlab saw come from AMD's sources (its ledger, I(ledger)) is
+    AMD's own package of another release, never the distribution's, even when no source offers
+    it any more (the sources were moved to another release); rocm_release_plan moves it.
   - Read-only. Uses python3-apt's cache as apt-cache policy does.
 options:
   names:
@@ -30,6 +30,10 @@ options:
     description: The Origin whose packages should win (AMD's, C(repo.radeon.com)).
     type: str
     required: true
+  ledger:
+    description: rocmlab's ledger of the packages it saw come from AMD's sources.
+    type: path
+    default: /var/lib/rocmlab/amd-packages.json
 author: rocmlab contributors (@rocmlab)
 """
 
@@ -54,15 +58,15 @@ installed:
 import functools
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import amd_packages
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_apt import apt_cache
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import release_of
 
 
 def origins_of(version):
     return sorted({pkg_file.origin for pkg_file, _index in version.file_list if pkg_file.origin})
 
 
-def installed_origins(apt_pkg, cache, names, origin):
+def installed_origins(apt_pkg, cache, names, origin, ledger):
     found = []
     for name in names:
         try:
@@ -78,7 +82,7 @@ def installed_origins(apt_pkg, cache, names, origin):
         shadows = (
             newest is not None
             and origin not in from_where
-            and release_of(current.ver_str) is None
+            and not amd_packages.is_amd(ledger, name, current.ver_str)
             and apt_pkg.version_compare(current.ver_str, newest) > 0
         )
         found.append(
@@ -98,11 +102,17 @@ def main():
         argument_spec={
             "names": {"type": "list", "elements": "str", "required": True},
             "origin": {"type": "str", "required": True},
+            "ledger": {"type": "path", "default": amd_packages.PATH},
         },
         supports_check_mode=True,
     )
     apt_pkg, cache = apt_cache(module, "rocm_package_origins")
-    installed = installed_origins(apt_pkg, cache, module.params["names"], module.params["origin"])
+    try:
+        ledger = amd_packages.read(module.params["ledger"])
+    except (ValueError, OSError) as err:
+        module.fail_json(msg=f"rocm_package_origins: {err}; nothing was changed")
+    params = module.params
+    installed = installed_origins(apt_pkg, cache, params["names"], params["origin"], ledger)
     module.exit_json(changed=False, installed=installed)
 
 

@@ -9,13 +9,17 @@ DOCUMENTATION = r"""
 module: rocm_release_plan
 short_description: Tell which installed AMD ROCm packages must change to reach a release
 description:
-  - Reads the installed packages and, for each one whose version carries an AMD release
-    (C(6.4.2.60402-1), C(1.0.0.70100-1), C(1:6.4.60402-1)), the version AMD's sources offer
-    for I(release). Returns the upgrade or downgrade each needs, as exact C(name=version)
+  - Reads the installed packages and, for each one that is AMD's, the version AMD's sources
+    offer for I(release). A package is AMD's when its installed version is offered by a source
+    of I(origin) now, or was before (rocmlab's ledger, I(ledger), to which this module adds
+    what apt says now); its release is read from its version (C(6.4.2.60402-1),
+    C(1.0.0.70100-1), C(1:6.4.60402-1)). No other package is ever moved, whatever its version
+    looks like. Returns the upgrade or downgrade each needs, as exact C(name=version)
     arguments for apt, and the packages of another release that I(release) does not offer.
   - With I(preview), or when apt does not offer I(release) yet (check mode before the sources
     are written), lists the packages of other releases that will change, without versions.
-  - Read-only. Uses python3-apt's cache as apt-cache policy does.
+  - Uses python3-apt's cache as apt-cache policy does. Writes nothing but the ledger (not in
+    check mode); changed says whether it did.
 options:
   release:
     description: The configured release (rocm_repo_version), C(X.Y) or C(X.Y.Z).
@@ -29,6 +33,10 @@ options:
     description: Only list what will change (the sources for I(release) are not written yet).
     type: bool
     default: false
+  ledger:
+    description: rocmlab's ledger of the packages it saw come from AMD's sources.
+    type: path
+    default: /var/lib/rocmlab/amd-packages.json
 author: rocmlab contributors (@rocmlab)
 """
 
@@ -74,6 +82,7 @@ stranded:
 import functools
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import amd_packages
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_apt import apt_cache
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import (
     full_release,
@@ -83,18 +92,19 @@ from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release impor
 )
 
 
-def read_cache(apt_pkg, cache, origin: str, target: str):
-    """(installed name -> version, name -> newest version of target that origin offers)."""
+def read_cache(apt_pkg, cache, origin: str, target: str, ledger: dict):
+    """(AMD's installed packages, name -> version (amd_packages.amd_of over LEDGER); name ->
+    newest version of target that origin offers, for each of them)."""
     installed = {}
-    offered = {}
-    newest = functools.cmp_to_key(apt_pkg.version_compare)
     for package in cache.packages:
         current = package.current_ver
-        if current is None:
-            continue
-        installed[package.name] = current.ver_str
-        if release_of(current.ver_str) is None:
-            continue
+        if current is not None:
+            installed[package.name] = current.ver_str
+    amd = amd_packages.amd_of(installed, ledger)
+    offered = {}
+    newest = functools.cmp_to_key(apt_pkg.version_compare)
+    for name in amd:
+        package = cache[name]
         versions = [
             v.ver_str
             for v in package.version_list
@@ -102,8 +112,8 @@ def read_cache(apt_pkg, cache, origin: str, target: str):
             and any(pkg_file.origin == origin for pkg_file, _index in v.file_list)
         ]
         if versions:
-            offered[package.name] = max(versions, key=newest)
-    return installed, offered
+            offered[name] = max(versions, key=newest)
+    return amd, offered
 
 
 def main():
@@ -112,6 +122,7 @@ def main():
             "release": {"type": "str", "required": True},
             "origin": {"type": "str", "required": True},
             "preview": {"type": "bool", "default": False},
+            "ledger": {"type": "path", "default": amd_packages.PATH},
         },
         supports_check_mode=True,
     )
@@ -120,11 +131,19 @@ def main():
     except ValueError as error:
         module.fail_json(msg=f"rocm_release_plan: release: {error}")
     apt_pkg, cache = apt_cache(module, "rocm_release_plan")
-    installed, offered = read_cache(apt_pkg, cache, module.params["origin"], target)
+    try:
+        ledger, noted = amd_packages.note(
+            module.params["ledger"],
+            amd_packages.offered_installed(cache, module.params["origin"]),
+            module.check_mode,
+        )
+    except (ValueError, OSError) as err:
+        module.fail_json(msg=f"rocm_release_plan: {err}; nothing was changed")
+    amd, offered = read_cache(apt_pkg, cache, module.params["origin"], target, ledger)
     if module.params["preview"] or not offered:
-        seen = preview(installed, target)
+        seen = preview(amd, target)
         module.exit_json(
-            changed=False,
+            changed=bool(noted),
             preview=True,
             summary=seen["summary"],
             moving=seen["moving"],
@@ -134,8 +153,8 @@ def main():
             downgrade=False,
             stranded=[],
         )
-    result = plan(installed, offered, target)
-    module.exit_json(changed=False, preview=False, **result)
+    result = plan(amd, offered, target)
+    module.exit_json(changed=bool(noted), preview=False, **result)
 
 
 if __name__ == "__main__":

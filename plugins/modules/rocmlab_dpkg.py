@@ -23,6 +23,23 @@ options:
     description: Seconds to wait for the locks; 0 reports at once.
     type: int
     default: 0
+  replaced:
+    description: >-
+      Packages the caller replaces or removes itself in its one apt run (a rollback, a release
+      move): left half-done by a failed run, they do not count as I(stuck).
+    type: list
+    elements: str
+    default: []
+  replaced_amd:
+    description: >-
+      AMD's packages (those rocmlab's ledger I(ledger) holds at their version) do not count as
+      I(stuck) either: a later role of the same run replaces them and checks them again.
+    type: bool
+    default: false
+  ledger:
+    description: rocmlab's ledger of the packages it saw come from AMD's sources (below I(root)).
+    type: path
+    default: /var/lib/rocmlab/amd-packages.json
   root:
     description: The file system root to read (tests point it at a copied tree).
     type: path
@@ -57,17 +74,26 @@ interrupted:
   returned: always
   type: bool
 unconfigured:
-  description: Packages dpkg --audit would list, with their state.
+  description: >-
+    Packages dpkg --audit would list, with their state, version and whether the caller replaces
+    them (I(replaced), I(replaced_amd)).
   returned: always
   type: list
   elements: dict
-  sample: [{"package": "rocminfo", "state": "unpacked"}]
+  sample:
+    - {"package": "rocminfo", "state": "unpacked", "version": "1.0.0.70102-1", "replaced": false}
+stuck:
+  description: The packages of I(unconfigured) the caller does not replace.
+  returned: always
+  type: list
+  elements: dict
 """
 
 import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import amd_packages
 
 LOCKS = (
     "var/lib/dpkg/lock-frontend",
@@ -151,12 +177,28 @@ def unconfigured(status_text):
                 fields[key] = value.strip()
         words = fields.get("Status", "").split()
         if len(words) == 3 and words[2] in BROKEN_STATES:
-            found.append({"package": fields.get("Package", "?"), "state": words[2]})
+            found.append(
+                {
+                    "package": fields.get("Package", "?"),
+                    "state": words[2],
+                    "version": fields.get("Version", ""),
+                }
+            )
     return found
 
 
-def read_state(root):
-    """Everything the module reports."""
+def sort_out(found, replaced, ledger):
+    """FOUND (unconfigured()) with each entry's "replaced": in REPLACED, or AMD's by LEDGER
+    (None: AMD's do not count); and the entries not replaced, the stuck ones."""
+    for entry in found:
+        entry["replaced"] = entry["package"] in replaced or (
+            ledger is not None and amd_packages.is_amd(ledger, entry["package"], entry["version"])
+        )
+    return found, [entry for entry in found if not entry["replaced"]]
+
+
+def read_state(root, replaced=(), ledger=None):
+    """Everything the module reports (REPLACED and LEDGER: sort_out())."""
     try:
         with open(
             os.path.join(root, "var/lib/dpkg/status"), encoding="utf-8", errors="replace"
@@ -164,10 +206,12 @@ def read_state(root):
             status = handle.read()
     except OSError:
         status = ""
+    found, stuck = sort_out(unconfigured(status), set(replaced), ledger)
     return {
         "lock_holders": lock_holders(root),
         "interrupted": interrupted(root),
-        "unconfigured": unconfigured(status),
+        "unconfigured": found,
+        "stuck": stuck,
     }
 
 
@@ -180,15 +224,25 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "wait": {"type": "int", "default": 0},
+            "replaced": {"type": "list", "elements": "str", "default": []},
+            "replaced_amd": {"type": "bool", "default": False},
+            "ledger": {"type": "path", "default": amd_packages.PATH},
             "root": {"type": "path", "default": "/"},
         },
         supports_check_mode=True,
     )
-    root, deadline = module.params["root"], time.monotonic() + max(0, module.params["wait"])
-    state = read_state(root)
+    params = module.params
+    root, deadline = params["root"], time.monotonic() + max(0, params["wait"])
+    ledger = None
+    if params["replaced_amd"]:
+        try:
+            ledger = amd_packages.read(os.path.join(root, params["ledger"].lstrip("/")))
+        except (ValueError, OSError):
+            ledger = {}  # unreadable: no package counts as AMD's, the guard stays strict
+    state = read_state(root, params["replaced"], ledger)
     while state["lock_holders"] and time.monotonic() < deadline:
         time.sleep(POLL_SECONDS)
-        state = read_state(root)
+        state = read_state(root, params["replaced"], ledger)
     if state["lock_holders"] and module.params["wait"] > 0:
         module.fail_json(
             msg=(

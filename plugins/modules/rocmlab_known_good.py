@@ -9,11 +9,12 @@ DOCUMENTATION = r"""
 module: rocmlab_known_good
 short_description: Record the state a host passed the health gate in
 description:
-  - Writes I(path) with the exact versions of the installed AMD packages (those whose version
-    carries a ROCm release), the installed ROCm release (C(/opt/rocm/.info/version)), the bytes,
-    mode and owner of I(apt_files), each venv's C(pip freeze), the GPU override file, the running
-    kernel and the rocmlab version, and C(since), when the host was first seen good in exactly
-    this state. Unchanged state leaves the record as it is (changed=false).
+  - Writes I(path) with the exact versions of the installed AMD packages (those rocmlab's ledger,
+    I(ledger), says came from AMD's sources; run M(rocmlab.rocmlab.rocmlab_amd_packages) first),
+    the installed ROCm release (C(/opt/rocm/.info/version)), the bytes, mode and owner of
+    I(apt_files), each venv's C(pip freeze), the GPU override file, the running kernel and the
+    rocmlab version, and C(since), when the host was first seen good in exactly this state, and
+    a digest of it all. Unchanged state leaves the record as it is (changed=false).
   - Call it only after the host passed the health gate (the smoke job).
   - Links and anything but regular files are refused among I(apt_files) and as I(path); a venv
     is frozen only when it and its Python belong to root.
@@ -46,6 +47,10 @@ options:
     description: The version of rocmlab that ran; empty reads it from the venvs' freeze.
     type: str
     default: ""
+  ledger:
+    description: rocmlab's ledger of the packages it saw come from AMD's sources.
+    type: path
+    default: /var/lib/rocmlab/amd-packages.json
   release_kept:
     description: >-
       Once the record holds this state, remove the copies of the venvs that module
@@ -94,6 +99,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils import (
+    amd_packages,
     apt_files,
     known_good,
     venv_keep,
@@ -160,6 +166,7 @@ def main():
             "records_dir": {"type": "path", "default": "/etc/rocmlab"},
             "rocmlab_version": {"type": "str", "default": ""},
             "release_kept": {"type": "bool", "default": False},
+            "ledger": {"type": "path", "default": amd_packages.PATH},
         },
         supports_check_mode=True,
     )
@@ -172,6 +179,7 @@ def main():
         records = [apt_files.read_record(path).to_dict() for path in sorted(set(paths))]
         gfx = read_small(params["gfx_file"])
         version = known_good.installed_rocm_version()
+        ledger = amd_packages.read(params["ledger"])
     except (apt_files.FileRefused, ValueError, OSError) as err:
         module.fail_json(msg=f"rocmlab_known_good: {err}; the known-good record was not written")
     installed = known_good.installed_packages(module, "rocmlab_known_good")
@@ -185,7 +193,7 @@ def main():
         if frozen is not None:
             venvs[venv] = frozen
     current = known_good.state(
-        installed=installed,
+        packages=amd_packages.amd_of(installed, ledger),
         rocm_version=version,
         apt_files=records,
         venvs=venvs,

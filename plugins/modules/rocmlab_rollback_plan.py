@@ -14,11 +14,16 @@ description:
     record's apt files as they are now, and returns what puts the host back - the apt files to
     write back byte-identical (in the form M(rocmlab.rocmlab.rocmlab_apt_files) takes) or to
     remove, AMD's packages to move to their recorded versions (C(name=version)), and AMD's
-    packages of a release the record does not hold, which came with the change being undone, and
+    packages of a release the record does not hold, which came with the change being undone
+    (also those a failed run left unpacked or half-configured), and
     the venvs the record froze whose C(pip freeze) differs now - put back from the copy kept
     beside each (M(rocmlab.rocmlab.rocmlab_venv_keep)) when it has the recorded freeze, else
     rebuilt from the recorded freeze when every line of it is an exact pin or a wheel of
     rocmlab's wheel directory.
+  - A package is AMD's when rocmlab's ledger (I(ledger), M(rocmlab.rocmlab.rocmlab_amd_packages))
+    says it saw that version come from AMD's sources; no other package is ever changed or
+    removed, whatever its version looks like. A record that names another package, or an apt
+    file outside I(apt_dir), or that does not match its digest, is refused.
   - Changes nothing; the rules are in C(plugins/module_utils/known_good.py) (rollback_plan).
   - Fails, naming the path and what to do, when the host has no record (it never passed the
     health gate since rocmlab began recording) or the record is not one (a link, not root's,
@@ -28,6 +33,14 @@ options:
     description: The known-good record.
     type: path
     default: /var/lib/rocmlab/known-good.json
+  ledger:
+    description: rocmlab's ledger of the packages it saw come from AMD's sources.
+    type: path
+    default: /var/lib/rocmlab/amd-packages.json
+  apt_dir:
+    description: The directory every apt file of the record must be in (rocm_repo's).
+    type: path
+    default: /etc/apt
 author: rocmlab contributors (@rocmlab)
 seealso:
   - module: rocmlab.rocmlab.rocmlab_known_good
@@ -39,11 +52,10 @@ EXAMPLES = r"""
   rocmlab.rocmlab.rocmlab_rollback_plan:
   register: plan
 
-- name: Put AMD's packages back to their recorded versions
-  ansible.builtin.apt:
-    name: "{{ plan.apt_names }}"
-    allow_downgrade: "{{ plan.downgrade }}"
-  when: plan.apt_names | length > 0
+- name: Put AMD's packages back to their recorded versions, removing the other release's
+  ansible.builtin.command:
+    argv: "{{ plan.apt_command }}"
+  when: plan.apt_command | length > 0
 """
 
 RETURN = r"""
@@ -73,6 +85,13 @@ downgrade:
   description: Whether apt must be allowed to install lower versions.
   returned: success
   type: bool
+apt_command:
+  description: >-
+    The one C(apt-get install) that makes the package changes and removals together (a package
+    left half-configured by the change being undone is replaced or removed in that run), or [].
+  returned: success
+  type: list
+  elements: str
 remove_packages:
   description: AMD packages of a release the record does not hold (came with the change undone).
   returned: success
@@ -80,6 +99,13 @@ remove_packages:
   elements: str
 unlisted:
   description: AMD packages of the recorded release that the record does not list (left alone).
+  returned: success
+  type: list
+  elements: str
+not_amd:
+  description: >-
+    Packages a record of format 1 lists that the ledger does not name as AMD's, as "name
+    version" (left alone).
   returned: success
   type: list
   elements: str
@@ -104,6 +130,7 @@ missing:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils import (
+    amd_packages,
     apt_files,
     known_good,
     venv_keep,
@@ -114,6 +141,8 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "path": {"type": "path", "default": known_good.PATH},
+            "ledger": {"type": "path", "default": amd_packages.PATH},
+            "apt_dir": {"type": "path", "default": known_good.APT_DIR},
         },
         supports_check_mode=True,
     )
@@ -134,14 +163,13 @@ def main():
             msg=f"rocmlab_rollback_plan: the known-good record {path} cannot be used: {err}. "
             "Nothing was changed; a passing smoke job (playbooks/smoke.yml) writes a new one."
         )
-    installed = known_good.installed_packages(module, "rocmlab_rollback_plan")
+    installed = known_good.installed_packages(module, "rocmlab_rollback_plan", present=True)
     try:
-        now = {}
-        for entry in record["apt_files"]:
-            name = entry.get("path") if isinstance(entry, dict) else None
-            if not isinstance(name, str) or not apt_files.is_clean_path(name):
-                raise ValueError(f"the record names {name!r} as an apt file")
-            now[name] = apt_files.read_record(name).to_dict()
+        ledger = amd_packages.read(module.params["ledger"])
+        now = {
+            name: apt_files.read_record(name).to_dict()
+            for name in known_good.checked_apt_paths(record, module.params["apt_dir"])
+        }
         recorded = venv_keep.recorded_venvs(record)
         venvs_now, kept = venv_keep.host_freezes(
             recorded,
@@ -150,7 +178,7 @@ def main():
             ),
         )
         venvs = venv_keep.restore_plan(recorded, venvs_now, kept)
-        plan = known_good.rollback_plan(record, installed, now, venvs)
+        plan = known_good.rollback_plan(record, installed, ledger, now, venvs)
     except (apt_files.FileRefused, ValueError, KeyError, OSError) as err:
         module.fail_json(msg=f"rocmlab_rollback_plan: {path}: {err}; nothing was changed")
     module.exit_json(changed=False, **plan)

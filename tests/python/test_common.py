@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,27 @@ def test_a_line_shows_every_control_and_markup_keeps_its_white_space() -> None:
     assert for_terminal(text) == "a\\tb\\nc\\rd\\x1b[31m\\u202eE\\x85\\ud800"
     assert for_terminal(text, markup=True) == "a\tb\nc\rd\\x1b[31m\\u202eE\\x85\\ud800"
     assert for_terminal("plain text, ünïcode ✓") == "plain text, ünïcode ✓"
+
+
+def test_every_invisible_format_character_is_shown_as_an_escape() -> None:
+    """Unicode's format characters (category Cf: zero-width space U+200B, word joiner U+2060,
+    byte order mark U+FEFF, the tag characters, the bidi controls...) hide in a name on a
+    terminal: each is written as its escape, in a line and in markup, whatever surrounds it."""
+    every = [chr(code) for code in range(sys.maxunicode + 1)]
+    formats = [char for char in every if unicodedata.category(char) == "Cf"]
+    assert {"\u200b", "\u2060", "\ufeff", "\u00ad", "\U000e0041"} <= set(formats)
+    for char in formats:
+        code = ord(char)
+        escape = (
+            f"\\x{code:02x}"
+            if code <= 0xFF
+            else (f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        )
+        for markup in (False, True):
+            assert for_terminal(f"web{char}1", markup) == f"web{escape}1", hex(code)
+    assert for_terminal("ws\u200b-01 \u2060\ufeffok") == "ws\\u200b-01 \\u2060\\ufeffok"
+    # What is printable, in any script, is left as it is.
+    assert for_terminal("Größe 東京 \u00a0x") == "Größe 東京 \u00a0x"
 
 
 # --- bounded reads -------------------------------------------------------------------------

@@ -280,6 +280,14 @@ def fake_report(tmp_path: Path, code: int, out: str, err: str) -> Path:
         (1, "", "Traceback (most recent call last):\nValueError: x\n", [], "without printing"),
         (137, "", "", [], "exited 137 without printing the table: it said nothing on stderr"),
         (0, "ws-01 \x1b[31mREADY\u202e\n", "", ["ws-01 \\x1b[31mREADY\\u202e"], None),
+        # Invisible format characters (Unicode's Cf), on stdout and stderr.
+        (
+            1,
+            "ws\u200b-01  READY\ufeff\n",
+            "ws\u2060-02\U000e0041\n",
+            ["ws\\u200b-01  READY\\ufeff"],
+            "said: ws\\u2060-02\\U000e0041",
+        ),
     ],
 )
 def test_the_table_or_the_error_is_shown_never_only_an_exit_code(
@@ -300,7 +308,7 @@ def test_the_table_or_the_error_is_shown_never_only_an_exit_code(
     text = "\n".join(shown.lines)
     for line in lines:
         assert line in text, text
-    assert "\x1b" not in text and "\u202e" not in text
+    assert not any(c in text + "".join(shown.warnings) for c in "\x1b\u202e\u200b\u2060\ufeff")
     if warning is None:
         assert not shown.warnings, shown.warnings
     else:

@@ -4,6 +4,7 @@ judged as checks, and what the rollout does with the host."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -394,3 +395,48 @@ def test_the_reason_of_a_hosts_first_rollout_record():
     later = "an earlier batch exceeded the failure budget, or the run was stopped"
     assert fleet.fleet_not_run_reason(go, ["b (failed)"], False) == later
     assert fleet.fleet_not_run_reason(go, [], True) == later
+
+
+# ---------------------------------------------------------------- why a host's task failed
+
+# ansible.builtin.apt's result when a package's postinst exits 1 (tests/fixtures/apt_failure:
+# captured from a Debian 12 container; apt runs dpkg on a terminal, so its lines end in \r\n and
+# the script's own lines, both streams, are in stdout).
+APT_POSTINST = json.loads(
+    (REPO / "tests" / "fixtures" / "apt_failure" / "postinst.json").read_text()
+)
+
+
+def test_a_failed_maintainer_script_is_named_with_its_last_lines():
+    reason = fleet.fleet_failure("Move AMD's packages to ROCm 7.1.2", APT_POSTINST)
+    assert reason == (
+        "Move AMD's packages to ROCm 7.1.2: rocm-hip-runtime (--configure): installed"
+        " rocm-hip-runtime package post-installation script subprocess returned error exit"
+        " status 1; it said: rocm-hip-runtime: registering the HIP runtime of ROCm 7.1.2 |"
+        " rocm-hip-runtime: cannot register /opt/rocm-7.1.2/lib (rocmlab fixture: fails on"
+        " purpose)"
+    )
+    assert "apt-get" not in reason  # the cut-off command line said nothing
+
+
+def test_other_failures_keep_their_message_clipped():
+    assert fleet.fleet_failure("Install the ROCm packages", {"msg": "No package matching 'x'"}) == (
+        "Install the ROCm packages: No package matching 'x'"
+    )
+    assert fleet.fleet_failure("a task", None) == "a task: failed"
+    long = fleet.fleet_failure("t", {"msg": "y" * 5000})
+    assert long.endswith("... (4700 more characters)") and len(long) < 400
+
+
+def test_a_hostile_script_output_is_bounded_and_stripped():
+    lines = "\r\n".join(f"line {n}\u200b\x1b[31m" + "z" * 1000 for n in range(50))
+    result = {
+        "stdout": f"Setting up rocm-core (7.1.2) ...\r\n{lines}\r\n"
+        "dpkg: error processing package rocm-core (--configure):\r\n"
+        " installed rocm-core package post-installation script subprocess returned error exit"
+        " status 2\r\n",
+    }
+    reason = fleet.fleet_failure("t", result)
+    assert reason.startswith("t: rocm-core (--configure): installed rocm-core package")
+    assert reason.count(" | ") == 4 and "line 49" in reason and "line 44" not in reason
+    assert "\x1b" not in reason and "\u200b" not in reason and len(reason) < 2000

@@ -318,6 +318,23 @@ def test_bidi_controls_and_separators_are_shown_as_escapes_everywhere(
     assert failure is not None and escaped in (failure.get("message") or "")
 
 
+def test_invisible_format_characters_are_shown_as_escapes_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A zero-width space, a word joiner, a byte order mark, a soft hyphen and a tag character
+    (Unicode's Cf) in a record reach the table, fleet.html and the JUnit XML as escapes."""
+    hidden = "\u200b\u2060\ufeff\u00ad\U000e0041\u180e"
+    report = smoke_report("web1", passed=False, exit_code=1, error=f"ok{hidden}end")
+    write_fleet(tmp_path, reports={"web1.json": report})
+    code, _, out = fleet_report(tmp_path, "web1", capsys)
+    assert code == 1
+    escaped = "ok\\u200b\\u2060\\ufeff\\xad\\U000e0041\\u180eend"
+    assert f"smoke job failed: {escaped}" in out
+    _, page, junit = read_outputs(tmp_path)
+    for text in (out, page, junit):
+        assert escaped in text and not any(char in text for char in hidden)
+
+
 def test_a_host_name_with_a_control_character_is_refused(tmp_path: Path, capsys) -> None:
     assert main(["fleet-report", str(tmp_path), "--hosts", "web1,we\x1bb2"]) == 2
     err = capsys.readouterr().err
@@ -406,6 +423,37 @@ def test_dev_zero_and_huge_sparse_files_are_read_within_bounded_memory(tmp_path:
     assert fleet["cache"]["problem"] == too_big
 
 
+def test_the_inputs_together_are_read_within_a_total_and_what_is_skipped_is_named(
+    tmp_path: Path,
+) -> None:
+    """40 hosts whose smoke reports are each just under 4 MiB of distinct passing checks (what
+    costs the report the most memory to keep): without a total they took over 2 GB and ended in
+    MemoryError. Under a 1.25 GiB address-space limit the report reads records up to its total
+    (32 MiB for 40 hosts), names each record it did not read and why, and judges every host."""
+    report = smoke_report("HOST")
+    report["checks"] = [
+        {"name": f"check{i}", "passed": True, "detail": f"detail {i}", "rank": None}
+        for i in range(52_000)
+    ]
+    text = json.dumps(report)
+    assert 3.5 * 1024**2 < len(text) < MAX_BYTES
+    hosts = [f"web{index:02d}" for index in range(40)]
+    for host in hosts:
+        (tmp_path / f"{host}.json").write_text(text.replace('"HOST"', f'"{host}"'))
+    result = run_report(tmp_path, ",".join(hosts), timeout=300, limit_memory=1280 * 1024**2)
+    assert result.returncode == 1, result.stderr
+    found = states(tmp_path)
+    read = [host for host in hosts if found[host][0] == "ready"]
+    assert read == hosts[: len(read)] and 7 <= len(read) <= 9
+    reason = found[hosts[-1]][1]
+    assert reason.startswith(
+        f"unreadable report: {hosts[-1]}.json: not read: the records read before it took the "
+        "report's total of 32.0 MiB (64 KiB per declared host, at least 32.0 MiB; 40 declared); "
+        "the largest: web"
+    ), reason
+    assert all(found[host][1] is not None for host in hosts[len(read) :])
+
+
 def test_the_read_never_trusts_the_size_a_file_claims() -> None:
     """/dev/zero says it holds 0 bytes and never ends: the read stops one byte past the bound."""
     fd = os.open("/dev/zero", os.O_RDONLY)
@@ -455,6 +503,47 @@ def test_links_in_reports_dir_are_never_followed_in_or_out(
         "web5": "unreadable report: web5.json: a directory, not a regular file: not read",
     }
     assert "outside-secret" not in (reports / "fleet.json").read_text()
+
+
+HARD_LINKED = (
+    "a hard link (2 names for one file): not read, a record must be a file of its own in "
+    "REPORTS_DIR (copy it, do not link it)"
+)
+
+
+def test_a_hard_link_in_reports_dir_is_refused_and_publishes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A hard link planted where a record goes names a file only the controller's account may
+    read (mode 0600, outside REPORTS_DIR, a valid record): refused for every kind of record, and
+    nothing of it reaches the outputs; the same content copied is read."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    reports = write_fleet(tmp_path / "reports", reports=ready_reports("web3"))
+    places = ("web1.json", "health/web2.json", "health/tier2/web3.json",
+              "fleet/rollout/web4.json", "fleet/cluster.json")  # fmt: skip
+    for index, where in enumerate(places):
+        marker = f"outside-secret-{index}"
+        doc = {"verdict": marker} if "cluster" in where else smoke_report(marker)
+        (outside / f"{index}.json").write_text(json.dumps(doc))
+        (outside / f"{index}.json").chmod(0o600)
+        (reports / where).parent.mkdir(parents=True, exist_ok=True)
+        os.link(outside / f"{index}.json", reports / where)
+    copied = (outside / "0.json").read_text().replace("outside-secret-0", "copied")
+    (reports / "web5.json").write_text(copied)  # a copy: the controller's own file
+    code, fleet, out = fleet_report(reports, "web1,web2,web3,web4,web5", capsys)
+    assert code == 1
+    reasons = {h["host"]: h["reason"] for h in fleet["hosts"]}
+    assert reasons["web1"] == f"unreadable report: web1.json: {HARD_LINKED}"
+    assert reasons["web2"].startswith(f"unreadable health report: health/web2.json: {HARD_LINKED}")
+    assert f"health/tier2/web3.json: {HARD_LINKED}" in reasons["web3"]
+    assert reasons["web4"].startswith(
+        f"unreadable rollout record: fleet/rollout/web4.json: {HARD_LINKED}"
+    )
+    assert fleet["cluster"] == {"file": "fleet/cluster.json", "problem": HARD_LINKED}
+    assert reasons["web5"] is None and hosts_by_name(fleet)["web5"]["machine"] == "copied"
+    outputs = "".join(read_outputs(reports)[1:]) + (reports / "fleet.json").read_text() + out
+    assert "outside-secret" not in outputs
 
 
 @pytest.mark.parametrize("linked", ["fleet", "fleet/preflight", "fleet/rollout"])

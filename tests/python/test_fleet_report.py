@@ -465,6 +465,16 @@ MALFORMED_REPORTS = {
         smoke_report("web1", checks=[]),
         "says passed but it lists no checks: the report contradicts itself",
     ),
+    # The accuracy check's own rule, test_accuracy >= min_accuracy, whatever the checks say.
+    "passed below its own accuracy gate": (
+        smoke_report("web1", test_accuracy=0.312, min_accuracy=0.94),
+        "says passed but its test_accuracy 0.312 is below its own gate, min_accuracy 0.94: the "
+        "report contradicts itself",
+    ),
+    "passed without an accuracy": (
+        smoke_report("web1", test_accuracy=None),
+        "says passed but it has no test_accuracy and min_accuracy to judge it by",
+    ),
     "a choice of another type": (
         smoke_report("web1", backend=["rocm"]),
         "'backend' is ['rocm'], expected one of 'rocm', 'cuda', 'cpu', null",
@@ -486,6 +496,27 @@ def test_a_malformed_report_fails_that_host_with_the_reason(
     assert hosts["web1"]["reason"].startswith("unreadable report: web1.json: ")
     assert hosts["web2"]["ready"] is True  # the others are judged as usual
     assert "web1  UNREADABLE  unreadable report: web1.json" in out
+
+
+def test_a_report_at_its_own_accuracy_gate_is_ready_and_one_below_it_is_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Each report is judged against the gate it records (min_accuracy), not another host's."""
+    write_fleet(
+        tmp_path,
+        reports={
+            "web1.json": smoke_report("web1", test_accuracy=0.94, min_accuracy=0.94),
+            "web2.json": smoke_report("web2", test_accuracy=0.9, min_accuracy=0.85),
+            "web3.json": smoke_report("web3", test_accuracy=0.9, min_accuracy=0.9001),
+        },
+    )
+    code, fleet, out = fleet_report(tmp_path, "web1,web2,web3", capsys)
+    hosts = hosts_by_name(fleet)
+    assert code == 1 and hosts["web1"]["ready"] and hosts["web2"]["ready"]
+    assert hosts["web3"]["state"] == "unreadable"
+    assert (
+        "web3  UNREADABLE  unreadable report: web3.json: says passed but its test_accuracy" in out
+    )
 
 
 ODD_VALUES = (None, "x", 1, 1.5, True, [], {}, [{}], {"a": None})

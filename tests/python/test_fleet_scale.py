@@ -18,6 +18,7 @@ import shlex
 import subprocess
 import sys
 import time
+import unicodedata
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ import pytest
 from fleet_testutil import fleet_report, lab_fleet, ready_reports, smoke_report, write_fleet
 from rocmlab_testutil import REPO
 
-from rocmlab.common.textsafe import BIDI_CONTROLS, for_terminal
+from rocmlab.common.textsafe import UNSAFE_CATEGORIES, for_terminal
 from rocmlab.fleet import bounded, inventory, jsonout, junit, records
 from rocmlab.fleet.fields import RecordError, Shape
 from rocmlab.fleet.records import CLUSTER_PASSING, utc_seconds
@@ -337,8 +338,8 @@ def test_records_that_fit_are_read_as_key_by_key(monkeypatch: pytest.MonkeyPatch
             ranked,
         ],
         records.read_health: [
-            scale.health_report("h", 1.8e9, False),
-            scale.health_report("h", 1.8e9, True),
+            scale.health_report("h", 1.7e9, False),
+            scale.health_report("h", 1.7e9, True),
         ],
         records.read_preflight: [
             preflight,
@@ -374,7 +375,9 @@ def test_a_listed_record_is_read_as_read_record_reads_it(tmp_path: Path) -> None
     (tmp_path / "link.json").symlink_to(tmp_path / "ok.json")
     (tmp_path / "dir.json").mkdir()
     os.mkfifo(tmp_path / "fifo.json")
-    for name in ("replaced", "to-fifo", "grown", "removed"):
+    os.link(tmp_path / "ok.json", tmp_path / "hard.json")  # ok.json has two names now
+    (tmp_path / "single.json").write_text("{}")
+    for name in ("replaced", "to-fifo", "grown", "removed", "linked-since"):
         (tmp_path / f"{name}.json").write_text("[]")
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -386,6 +389,7 @@ def test_a_listed_record_is_read_as_read_record_reads_it(tmp_path: Path) -> None
         os.mkfifo(tmp_path / "to-fifo.json")
         (tmp_path / "grown.json").write_text("y" * 200)
         (tmp_path / "removed.json").unlink()
+        os.link(tmp_path / "linked-since.json", tmp_path / "linked-since-2.json")
 
         def outcome(read: Any, *args: Any) -> Any:
             try:
@@ -396,6 +400,9 @@ def test_a_listed_record_is_read_as_read_record_reads_it(tmp_path: Path) -> None
         for entry in entries:
             expected = outcome(bounded.read_record, entry.name)
             assert outcome(bounded.read_listed, entry) == expected, entry.name
+        assert outcome(bounded.read_record, "single.json") == b"{}"
+        for name in ("ok.json", "hard.json", "linked-since.json"):
+            assert outcome(bounded.read_record, name).startswith("a hard link (2 names"), name
     finally:
         os.close(fd)
 
@@ -435,11 +442,9 @@ def test_utc_times_are_read_as_strptime_reads_them() -> None:
 def test_text_that_is_printable_has_nothing_to_escape() -> None:
     """for_terminal's and junit._clean's shortcut: no character they change is printable."""
     every = "".join(map(chr, range(sys.maxunicode + 1)))
-    for pattern in (
-        "[\x00-\x1f\x7f-\x9f\u2028\u2029" + BIDI_CONTROLS + "\ud800-\udfff]",
-        junit._NOT_XML.pattern,
-    ):
-        assert not any(char.isprintable() for char in re.findall(pattern, every))
+    escaped = [char for char in every if unicodedata.category(char) in UNSAFE_CATEGORIES]
+    assert len(escaped) > 2200 and not any(char.isprintable() for char in escaped)
+    assert not any(char.isprintable() for char in re.findall(junit._NOT_XML.pattern, every))
     assert for_terminal("a\u202eb") == "a\\u202eb"
 
 

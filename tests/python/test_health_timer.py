@@ -10,6 +10,7 @@ import importlib.util
 import json
 import shutil
 import subprocess
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -259,45 +260,48 @@ def test_the_units_pass_systemd_analyze_verify(tmp_path):
 
 # --- which report stands for the host -------------------------------------------------------
 def read(tier: int, verdict: str | None = None, finished: str = "", raw: bytes | None = None):
-    """What rocmlab_read_report registers in the role's loop, for one tier's report."""
+    """What rocmlab_read_report registers in the role's loop, for one tier's report (a check
+    whose status is the verdict, as rocmlab health writes it: fail when a check failed)."""
     if verdict is None and raw is None:
         return {"found": False, "content": "", "item": {"tier": tier}}
     if raw is None:
-        doc = {"tool": "rocmlab health", "tier": tier, "verdict": verdict, "finished": finished}
+        check = {"name": "ras_errors", "status": verdict, "saw": "", "fix": None, "evidence": []}
+        doc = {"tool": "rocmlab health", "tier": tier, "verdict": verdict, "finished": finished,
+               "checks": [check]}  # fmt: skip
         raw = json.dumps(doc).encode()
     return {"found": True, "content": base64.b64encode(raw).decode(), "item": {"tier": tier}}
 
 
-def picked(*results) -> tuple[int | None, str | None]:
-    pick = ht.health_report_pick(list(results))
-    if not pick["content"]:
-        return None, None
-    doc = json.loads(base64.b64decode(pick["content"]))
-    return doc["tier"], doc["verdict"]
-
-
 EARLY, LATE = "2026-12-03T04:10:00Z", "2026-12-04T17:05:00Z"
+# The controller's clock in these tests: an hour after LATE.
+NOW = datetime(2026, 12, 4, 18, 5, tzinfo=timezone.utc).timestamp()
+FUTURE = "2099-12-31T00:00:00Z"
+
+
+def picked(*results) -> tuple[int | None, str | None]:
+    pick = ht.health_report_pick(list(results), now=NOW)
+    return pick["tier"], pick["verdict"]
 
 
 @pytest.mark.parametrize(
     ("tier0", "tier2", "expected"),
     [
-        # A later tier-0 pass does not hide a failed daily tier 2: tier 0 does not run its checks.
+        # The account's tier 2 adds its FAIL: a later tier-0 pass does not run its checks.
         (("pass", LATE), ("fail", EARLY), (2, "fail")),
         (("warn", LATE), ("fail", EARLY), (2, "fail")),
-        # Equal verdicts: the latest, so the age says how fresh the verdict is.
+        # Alike verdicts: root's.
         (("pass", LATE), ("pass", EARLY), (0, "pass")),
-        (("pass", EARLY), ("pass", LATE), (2, "pass")),
-        # A tier-0 failure now counts, whatever tier 2 said before.
+        (("pass", EARLY), ("pass", LATE), (0, "pass")),
+        # Root's FAIL stands until root's next run, whatever the account said before or after.
         (("fail", LATE), ("pass", EARLY), (0, "fail")),
-        # A tier 2 that ran after tier 0 reran tier 0's checks: it supersedes tier 0.
-        (("fail", EARLY), ("pass", LATE), (2, "pass")),
+        (("fail", EARLY), ("pass", LATE), (0, "fail")),
+        (("fail", EARLY), ("warn", LATE), (0, "fail")),
         (("pass", LATE), None, (0, "pass")),
         (None, ("warn", EARLY), (2, "warn")),
         (None, None, (None, None)),
     ],
 )
-def test_the_report_that_stands_is_the_worst_of_those_not_superseded(tier0, tier2, expected):
+def test_the_worse_of_roots_and_the_accounts_report_stands(tier0, tier2, expected):
     results = [
         read(0, *tier0) if tier0 else read(0),
         read(2, *tier2) if tier2 else read(2),
@@ -305,13 +309,52 @@ def test_the_report_that_stands_is_the_worst_of_those_not_superseded(tier0, tier
     assert picked(*results) == expected
 
 
-def test_an_unusable_report_is_kept_so_that_the_fleet_report_says_why():
-    for raw in (b"\xff\xfe", b"[1, 2]", b'{"tier": 7}', b'{"tier": 0, "verdict": "ok"}'):
-        pick = ht.health_report_pick([read(0, "pass", LATE), read(2, raw=raw)])
-        assert base64.b64decode(pick["content"]) == raw
-        assert pick["why"].startswith("the tier-2 report is unusable")
+def test_a_report_from_the_future_or_without_checks_hides_no_root_fail():
+    """The account's tier-2 report finished in 2099, or passing with no check at all: root's
+    tier-0 FAIL stands, and the line says what is wrong with the account's report."""
+    no_checks = json.dumps({"tool": "rocmlab health", "tier": 2, "verdict": "pass",
+                            "finished": LATE, "checks": []}).encode()  # fmt: skip
+    for tier2, why in (
+        (
+            read(2, "pass", FUTURE),
+            f"finished {FUTURE}, later than now (2026-12-04T18:05:00Z): no report is from the "
+            "future",
+        ),
+        (read(2, raw=no_checks), "verdict pass but no checks: it proves nothing"),
+    ):
+        pick = ht.health_report_pick([read(0, "fail", EARLY), tier2], now=NOW)
+        assert (pick["tier"], pick["verdict"], pick["finished"]) == (0, "fail", EARLY)
+        assert (
+            pick["why"] == f"tier 0, fail, finished {EARLY}; the tier-2 report is unusable ({why})"
+        )
+    # Within the clock skew a host's clock may be ahead: taken.
+    soon = datetime.fromtimestamp(NOW + ht.CLOCK_SKEW, timezone.utc).strftime(ht.FINISHED)
+    assert picked(read(0, "pass", EARLY), read(2, "fail", soon)) == (2, "fail")
+
+
+def test_an_unusable_report_is_named_and_hides_nothing():
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for raw, why in (
+        (b"\xff\xfe", "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'{"tier": 7}', "no tier 0, 1 or 2"),
+        (b'{"tier": 0, "verdict": "pass"}', "a tier-0 report, where this file holds a tier 2"),
+        (b'{"tier": 2, "verdict": "ok"}', "no verdict pass, warn or fail"),
+        (deep, "arrays and objects nested too deep for any report"),
+    ):
+        pick = ht.health_report_pick([read(0, "pass", LATE), read(2, raw=raw)], now=NOW)
+        assert (pick["tier"], pick["verdict"]) == (0, "pass")
+        assert f"; the tier-2 report is unusable ({why}" in pick["why"], pick["why"]
+    alone = ht.health_report_pick([read(0), read(2, raw=b"[1, 2]")], now=NOW)
+    assert alone == {"tier": None, "verdict": None, "finished": None,
+                     "why": "the tier-2 report is unusable (not a JSON object)"}  # fmt: skip
+
+
+def test_the_line_names_the_report_that_stands_first():
+    pick = ht.health_report_pick([read(0, "pass", LATE), read(2, "fail", EARLY)], now=NOW)
+    assert pick["why"] == f"tier 2, fail, finished {EARLY}; tier 0, pass, finished {LATE}"
 
 
 def test_no_report_yet_keeps_nothing():
     pick = ht.health_report_pick([read(0), read(2)])
-    assert pick == {"content": "", "tier": None, "finished": None, "why": "no health report yet"}
+    assert pick == {"tier": None, "verdict": None, "finished": None, "why": "no health report yet"}

@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils import apt_files, known_good
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import (
+    amd_packages,
+    apt_files,
+    known_good,
+)
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import release_of
 from ansible_modules import load_module, run_module
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,16 +35,17 @@ DPKG = (
 )
 
 
-def test_only_installed_amd_packages_are_managed():
+def test_installed_and_present_packages_are_read_from_dpkg():
     installed = known_good.parse_dpkg(DPKG)
     assert installed == {
         "rocm-core": "6.4.2.60402-1",
         "rocminfo": "1.0.0.60402-1",
         "bash": "5.2.15-2+b7",
     }
-    assert known_good.managed_packages(installed) == {
-        "rocm-core": "6.4.2.60402-1",
-        "rocminfo": "1.0.0.60402-1",
+    # What a failed run left unpacked counts for a rollback; removed packages never do.
+    assert known_good.parse_dpkg(DPKG, present=True) == {
+        **installed,
+        "rocm-hip-sdk": "6.4.2.60402-1",
     }
 
 
@@ -51,7 +58,7 @@ def test_rocmlabs_version_is_read_from_a_freeze():
 
 def sample(**changes) -> dict:
     fields = dict(
-        installed={"rocm-core": "6.4.2.60402-1"},
+        packages={"rocm-core": "6.4.2.60402-1"},
         rocm_version="6.4.2",
         apt_files=[],
         venvs={"/opt/v": ["torch==2.9.1"]},
@@ -65,7 +72,7 @@ def sample(**changes) -> dict:
 
 def test_the_same_state_keeps_the_record_and_its_since():
     first, changed = known_good.record(None, sample(), "2026-12-01T10:00:00Z")
-    assert changed and first["since"] == "2026-12-01T10:00:00Z" and first["format"] == 1
+    assert changed and first["since"] == "2026-12-01T10:00:00Z" and first["format"] == 2
     again, changed = known_good.record(first, sample(), "2026-12-02T10:00:00Z")
     assert not changed and again is first
 
@@ -73,7 +80,7 @@ def test_the_same_state_keeps_the_record_and_its_since():
 @pytest.mark.parametrize(
     "change",
     [
-        {"installed": {"rocm-core": "7.1.0.70100-1"}},
+        {"packages": {"rocm-core": "7.1.0.70100-1"}},
         {"rocm_version": "7.1.0"},
         {"venvs": {"/opt/v": ["torch==2.9.1+rocm7.1"]}},
         {"gfx_override": "HSA_OVERRIDE_GFX_VERSION=11.0.0\n"},
@@ -90,7 +97,8 @@ def test_any_changed_part_makes_a_new_record(change):
     ("content", "why"),
     [
         (b"not json", "it is not JSON"),
-        (b"[]", "it is not a known-good record of format 1"),
+        (b"[]", "it is not a known-good record of format 1 or 2"),
+        (b"[" * 100_000 + b"]" * 100_000, "it is nested too deep"),
         (json.dumps({"format": 1}).encode(), "it lacks since, rocm_version"),
         (
             known_good.dump({"format": 1, "since": "x", **sample(), "packages": {"a": 1}}),
@@ -124,6 +132,7 @@ def host(tmp_path):
     (records / "notes.json").write_text("not a record")
     args = {
         "path": str(tmp_path / "known-good.json"),
+        "ledger": str(tmp_path / "amd-packages.json"),
         "apt_files": [str(sources)],
         "venvs": [str(tmp_path / "no-such-venv")],
         "records_dir": str(records),
@@ -220,11 +229,20 @@ GOOD = {
     "rocminfo": "1.0.0.60402-1",
     "rocm-smi": "1.0.0.60402-1",
 }
+MOVED = {
+    "rocm-core": "7.1.0.70100-1",
+    "rocminfo": "1.0.0.70100-1",
+    "rocm-smi": "1.0.0.70100-1",
+    "rocm-new-in-7": "1.0.0.70100-1",
+}
+# What rocmlab saw come from AMD's sources: both releases, and a user's AMD package.
+LEDGER, _ = amd_packages.add({}, {**GOOD, "rocm-user-extra": "2.0.0.60402-1"})
+LEDGER, _ = amd_packages.add(LEDGER, MOVED)
 
 
 def known(**changes) -> dict:
     fields = {
-        "installed": {**GOOD, "bash": "5.2.15-2+b7"},
+        "packages": GOOD,
         "apt_files": [
             file_record(SOURCES, OLD_SOURCES),
             {"path": "/etc/apt/x.pref", "exists": False},
@@ -237,7 +255,7 @@ def known(**changes) -> dict:
 
 def test_a_host_in_its_known_good_state_has_nothing_to_do():
     now = {SOURCES: file_record(SOURCES, OLD_SOURCES)}
-    plan = known_good.rollback_plan(known(), {**GOOD, "bash": "5.2.15-2+b7"}, now)
+    plan = known_good.rollback_plan(known(), {**GOOD, "bash": "5.2.15-2+b7"}, LEDGER, now)
     assert plan["apt_files"] == {"files": [], "remove": []}
     assert plan["changes"] == [] and plan["apt_names"] == [] and plan["remove_packages"] == []
     assert plan["summary"] == (
@@ -261,7 +279,7 @@ def test_an_upgraded_host_goes_back_down_with_its_files_and_exact_versions():
         SOURCES: file_record(SOURCES, NEW_SOURCES),
         "/etc/apt/x.pref": file_record("/etc/apt/x.pref", "Package: *\n"),
     }
-    plan = known_good.rollback_plan(known(), installed, now)
+    plan = known_good.rollback_plan(known(), installed, LEDGER, now)
     written = plan["apt_files"]["files"]
     assert [f["path"] for f in written] == [SOURCES]
     assert __import__("base64").b64decode(written[0]["content_base64"]).decode() == OLD_SOURCES
@@ -281,7 +299,7 @@ def test_an_upgraded_host_goes_back_down_with_its_files_and_exact_versions():
 def test_a_removed_package_is_installed_again_and_a_rebuild_may_go_down():
     installed = {"rocm-core": "6.4.2.60402-2", "rocminfo": "1.0.0.60402-1"}
     plan = known_good.rollback_plan(
-        known(), installed, {SOURCES: file_record(SOURCES, OLD_SOURCES)}
+        known(), installed, LEDGER, {SOURCES: file_record(SOURCES, OLD_SOURCES)}
     )
     assert {c["name"]: c["action"] for c in plan["changes"]} == {
         "rocm-core": "rebuild",
@@ -292,7 +310,7 @@ def test_a_removed_package_is_installed_again_and_a_rebuild_may_go_down():
 
 def test_a_changed_mode_is_put_back_too():
     now = {SOURCES: file_record(SOURCES, OLD_SOURCES, mode=0o600)}
-    plan = known_good.rollback_plan(known(), {**GOOD}, now)
+    plan = known_good.rollback_plan(known(), {**GOOD}, LEDGER, now)
     assert [f["mode"] for f in plan["apt_files"]["files"]] == ["0644"]
 
 
@@ -300,7 +318,7 @@ def test_a_record_whose_file_does_not_match_its_hash_is_refused():
     bad = file_record(SOURCES, OLD_SOURCES)
     bad["sha256"] = "0" * 64
     with pytest.raises(ValueError, match="does not match its sha256"):
-        known_good.rollback_plan(known(apt_files=[bad]), {**GOOD}, {})
+        known_good.rollback_plan(known(apt_files=[bad]), {**GOOD}, LEDGER, {})
 
 
 # ---------------------------------------------------------------- the rollback plan module
@@ -321,12 +339,26 @@ def test_no_record_is_refused_saying_what_writes_one(tmp_path, capsys, monkeypat
 @as_root
 def test_the_module_plans_from_the_record_it_wrote(host, capsys, monkeypatch):
     tmp_path, args = host
+    # The ledger names one package of this machine at its installed version (as if AMD's
+    # sources had served it), and one that is not installed.
+    bash = known_good.parse_dpkg(
+        subprocess.run(known_good.DPKG_QUERY, capture_output=True, text=True, check=True).stdout
+    )["bash"]
+    amd_packages.write(args["ledger"], {"bash": [bash], "rocm-core": ["6.4.2.60402-1"]})
     run(args, capsys, monkeypatch)
+    assert known_good.load(Path(args["path"]).read_bytes())["packages"] == {"bash": bash}
     (tmp_path / "rocm.sources").write_text(NEW_SOURCES)
-    plan = run_plan({"path": args["path"]}, capsys, monkeypatch)
+    plan_args = {"path": args["path"], "ledger": args["ledger"], "apt_dir": str(tmp_path)}
+    plan = run_plan(plan_args, capsys, monkeypatch)
     assert plan["changed"] is False, plan
     assert [f["path"] for f in plan["apt_files"]["files"]] == [str(tmp_path / "rocm.sources")]
-    assert plan["changes"] == []  # this machine's packages are as recorded
+    assert plan["changes"] == [] and plan["remove_packages"] == []  # as recorded
+    # The same record read with rocm_repo's own directory: its apt file is outside it.
+    refused = run_plan({**plan_args, "apt_dir": "/etc/apt"}, capsys, monkeypatch)
+    assert (
+        refused["failed"] is True
+        and "rocm_repo's apt files are below /etc/apt/" in (refused["msg"])
+    ), refused
 
 
 @as_root
@@ -353,3 +385,106 @@ def test_the_installed_release_is_read_from_rocm_cores_file(tmp_path):
     (tree / "version").write_text("7" * 300)
     with pytest.raises(ValueError, match="over 256 bytes"):
         known_good.installed_rocm_version(str(tmp_path))
+
+
+# ---------------------------------------------------------------- only AMD's packages, ever
+
+DEBIAN12 = (REPO / "tests" / "fixtures" / "dpkg_query" / "debian12.txt").read_text()
+PERL = ("liberror-perl", "libjson-perl", "libmoo-perl", "librole-tiny-perl")
+
+
+def test_a_rollback_never_touches_debians_packages_whatever_their_versions_look_like():
+    debian = known_good.parse_dpkg(DEBIAN12)
+    # Why the version cannot say whose a package is: these read as ROCm releases.
+    assert all(release_of(debian[name]) for name in PERL)
+    # A host on 7.1 after a failed change, its known-good record on 6.4.2, with every package
+    # of a full Debian 12 installation, git and the Perl modules among them, installed after it.
+    plan = known_good.rollback_plan(
+        known(), {**debian, **MOVED}, LEDGER, {SOURCES: file_record(SOURCES, OLD_SOURCES)}
+    )
+    touched = {c["name"] for c in plan["changes"]} | set(plan["remove_packages"])
+    assert touched == set(GOOD) | {"rocm-new-in-7"}
+    assert not touched & set(debian) - set(GOOD)
+    assert plan["unlisted"] == [] and plan["not_amd"] == []
+
+
+def test_an_older_record_that_listed_debians_packages_leaves_them_alone():
+    # Format 1 took any version with a release-like field for AMD's.
+    old = {**known(), "format": 1, "packages": {**GOOD, "liberror-perl": "0.17029-2"}}
+    del old["digest"]
+    record = known_good.load(known_good.dump(old))
+    installed = {**GOOD, "liberror-perl": "0.17029-2+deb12u1", "git": "1:2.39.5-0+deb12u3"}
+    plan = known_good.rollback_plan(record, installed, LEDGER, {})
+    assert "liberror-perl" not in {c["name"] for c in plan["changes"]}
+    assert plan["remove_packages"] == [] and plan["not_amd"] == ["liberror-perl 0.17029-2"]
+    assert plan["summary"].endswith(
+        "; not AMD's, left as they are (an older record listed them): liberror-perl 0.17029-2"
+    )
+
+
+def test_a_record_that_names_a_package_rocmlab_never_saw_from_amd_is_refused():
+    record = known(packages={**GOOD, "libjson-perl": "4.10000-1"})
+    with pytest.raises(
+        ValueError, match=r"names the package libjson-perl 4\.10000-1, which rocmlab"
+    ):
+        known_good.rollback_plan(record, {**GOOD}, LEDGER, {})
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda r: r["packages"].update({"rocm-core": "6.4.1.60401-1"}),
+        lambda r: r["packages"].update({"libc6": "2.36-9"}),
+        lambda r: r["apt_files"].pop(),
+        lambda r: r.update({"since": "2020-01-01T00:00:00Z"}),
+    ],
+)
+def test_an_edited_record_is_refused_as_a_whole(edit):
+    record = known()
+    edit(record)
+    with pytest.raises(ValueError, match="does not match its digest"):
+        known_good.load(known_good.dump(record))
+
+
+@pytest.mark.parametrize(
+    "path", ["/etc/sudoers", "/etc/apt/../sudoers", "/etc/aptx/rocm.sources", "/etc/apt", None]
+)
+def test_an_apt_file_outside_rocm_repos_directory_is_refused(path):
+    record = known(apt_files=[{"path": path, "exists": False}])
+    with pytest.raises(ValueError, match="rocm_repo's apt files are below /etc/apt/"):
+        known_good.checked_apt_paths(record)
+
+
+def test_what_a_failed_upgrade_left_half_configured_is_moved_and_removed():
+    # 7.1's rocm-core half-configured (its postinst failed), a 7.1-only package unpacked.
+    dpkg = (
+        "iF \trocm-core\t7.1.0.70100-1\n"
+        "ii \trocminfo\t1.0.0.60402-1\n"
+        "ii \trocm-smi\t1.0.0.60402-1\n"
+        "iU \trocm-new-in-7\t1.0.0.70100-1\n"
+    )
+    installed = known_good.parse_dpkg(dpkg, present=True)
+    plan = known_good.rollback_plan(known(), installed, LEDGER, {})
+    assert plan["apt_names"] == ["rocm-core=6.4.2.60402-1"] and plan["downgrade"]
+    assert plan["remove_packages"] == ["rocm-new-in-7"]
+
+
+def test_the_changes_and_removals_are_one_apt_run():
+    installed = {**MOVED}
+    plan = known_good.rollback_plan(known(), installed, LEDGER, {})
+    assert plan["apt_command"] == [
+        "apt-get", "install", "--yes", "--quiet",
+        "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold",
+        "--allow-downgrades",
+        "rocm-core=6.4.2.60402-1", "rocm-smi=1.0.0.60402-1", "rocminfo=1.0.0.60402-1",
+        "rocm-new-in-7-",
+    ]  # fmt: skip
+    assert known_good.rollback_plan(known(), {**GOOD}, LEDGER, {})["apt_command"] == []
+
+
+def test_a_record_of_the_older_format_is_written_anew_keeping_its_since():
+    old = {**known(), "format": 1}
+    del old["digest"]
+    again, changed = known_good.record(old, sample(packages=GOOD, apt_files=old["apt_files"]), "x")
+    assert changed and again["format"] == 2 and again["since"] == old["since"]
+    assert known_good.load(known_good.dump(again)) == again

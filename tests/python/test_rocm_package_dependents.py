@@ -16,16 +16,15 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from ansible.module_utils import basic
+from ansible_modules import apt_env, needs_apt, run_on_localhost
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY = REPO / "plugins" / "modules"
 FIXTURE = REPO / "tests" / "fixtures" / "dpkg_status"
-SYSTEM_PYTHON = "/usr/bin/python3"
 
 _spec = importlib.util.spec_from_file_location(
     "rocm_package_dependents", LIBRARY / "rocm_package_dependents.py"
@@ -109,68 +108,11 @@ def test_a_dependency_cycle_ends_and_leaves_the_package_out():
 # ---------------------------------------------------------------- the module, as Ansible runs it
 
 
-def system_python_has_apt() -> bool:
-    if not (os.access(SYSTEM_PYTHON, os.X_OK) and shutil.which("apt-get")):
-        return False
-    probe = subprocess.run([SYSTEM_PYTHON, "-c", "import apt_pkg"], capture_output=True)
-    return probe.returncode == 0
-
-
-needs_apt = pytest.mark.skipif(
-    not system_python_has_apt(), reason="needs apt and python3-apt for /usr/bin/python3"
-)
-
-
-def venv_tool(name: str) -> str:
-    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
-    assert found, f"{name} not found"
-    return found
-
-
 def run_module(names: list[str], env: dict[str, str], workdir: Path) -> dict[str, dict]:
     """rocm_package_dependents for each of NAMES, via ansible-playbook on localhost."""
-    playbook = workdir / "dependents.yml"
-    playbook.write_text(
-        json.dumps(
-            [
-                {
-                    "hosts": "localhost",
-                    "connection": "local",
-                    "gather_facts": False,
-                    "vars": {"ansible_python_interpreter": SYSTEM_PYTHON},
-                    "tasks": [
-                        {
-                            "name": "Dependents",
-                            "rocm_package_dependents": {"name": "{{ item }}"},
-                            "loop": names,
-                        }
-                    ],
-                }
-            ]
-        )
-    )
-    # Not the repository's ansible.cfg (tools/test exports ANSIBLE_CONFIG): its callbacks
-    # (profile_tasks) would print around the JSON.
-    env = {key: value for key, value in env.items() if key != "ANSIBLE_CONFIG"}
-    env = dict(
-        env,
-        ANSIBLE_LIBRARY=str(LIBRARY),
-        ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
-        ANSIBLE_STDOUT_CALLBACK="json",
-        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-        ANSIBLE_NOCOLOR="1",
-    )
-    run = subprocess.run(
-        [venv_tool("ansible-playbook"), "-i", "localhost,", str(playbook)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=workdir,  # not the repository: its ansible.cfg plays no part
-        check=False,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    task = json.loads(run.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    return {result["item"]: result for result in task["results"]}
+    arg_sets = [{"name": name} for name in names]
+    results = run_on_localhost("rocm_package_dependents", arg_sets, env, workdir)
+    return dict(zip(names, results, strict=True))
 
 
 def apt_cache_rdepends(name: str, env: dict[str, str]) -> list[str]:
@@ -195,33 +137,7 @@ def apt_cache_rdepends(name: str, env: dict[str, str]) -> list[str]:
 def fixture_apt(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """An environment whose APT_CONFIG shows apt the fixture, and only the fixture."""
     root = tmp_path_factory.mktemp("apt")
-    for sub in ("lists/partial", "cache/archives/partial", "parts"):
-        (root / sub).mkdir(parents=True)
-    (root / "parts" / "fixture.list").write_text(f"deb [trusted=yes] file:{FIXTURE} ./\n")
-    (root / "apt.conf").write_text(
-        f"""\
-Dir::State::status "{FIXTURE}/status";
-Dir::State::lists "{root}/lists";
-Dir::State::extended_states "{root}/extended_states";
-Dir::Cache "{root}/cache";
-Dir::Cache::pkgcache "";
-Dir::Cache::srcpkgcache "";
-Dir::Etc::sourcelist "{root}/parts/none.list";
-Dir::Etc::sourceparts "{root}/parts";
-Dir::Etc::preferences "{root}/parts/none.pref";
-Dir::Etc::preferencesparts "{root}/parts";
-Dir::Etc::parts "{root}/parts";
-Dir::Log "{root}";
-APT::Architecture "amd64";
-APT::Architectures {{ "amd64"; }};
-APT::Sandbox::User "root";
-Debug::NoLocking "true";
-"""
-    )
-    env = dict(os.environ, APT_CONFIG=str(root / "apt.conf"), LC_ALL="C.UTF-8")
-    update = subprocess.run(["apt-get", "update"], capture_output=True, text=True, env=env)
-    assert update.returncode == 0, update.stdout + update.stderr
-    return env
+    return apt_env(root, FIXTURE / "status", f"deb [trusted=yes] file:{FIXTURE} ./\n")
 
 
 FIXTURE_NAMES = [

@@ -4,6 +4,7 @@ imported), SIGTERM/SIGINT in the middle of training (a real subprocess, a failed
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import queue
@@ -19,8 +20,17 @@ import jsonschema
 import pytest
 from rocmlab_testutil import REPO, without_torch
 
+from rocmlab.common.errors import UsageError
+from rocmlab.fleet.fields import RecordError
+from rocmlab.fleet.records import read_doctor
 from rocmlab.smoke.interrupt import Interrupted, Phase, interruptible
-from rocmlab.smoke.report import REPORT_SCHEMA, check_output_path, new_report, write_report
+from rocmlab.smoke.report import (
+    REPORT_SCHEMA,
+    check_output_path,
+    load_doctor_document,
+    new_report,
+    write_report,
+)
 
 # A `rocmlab doctor --json` document in the format the doctor command writes (schema_version 1).
 DOCTOR = {
@@ -137,6 +147,30 @@ def test_without_torch_the_report_is_still_written(tmp_path: Path) -> None:
         ("{not json", "not JSON (Expecting property name"),
         ('{"tool": "rocmlab smoke"}', "not a `rocmlab doctor --json` document"),
         ("[1, 2]", 'not a `rocmlab doctor --json` document (expected a JSON object with "tool"'),
+        # Deeper than Python's parser goes: a clear refusal, not a RecursionError.
+        (
+            "[" * 100_000 + "]" * 100_000,
+            "not a `rocmlab doctor --json` document: arrays and objects nested deeper than any "
+            "doctor document (16)",
+        ),
+        (
+            json.dumps({**DOCTOR, "checks": [{"evidence": [[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]}]}),
+            "not a `rocmlab doctor --json` document: arrays and objects nested deeper than any "
+            "doctor document (16)",
+        ),
+        (
+            json.dumps({**DOCTOR, "checks": "all fine"}),
+            "not a `rocmlab doctor --json` document: 'checks' is not an array",
+        ),
+        (
+            json.dumps({**DOCTOR, "checks": [{**DOCTOR["checks"][0], "status": "ok"}]}),
+            "not a `rocmlab doctor --json` document: 'checks[0]' is not a check (an object with "
+            "strings 'name' and 'saw', 'status' one of",
+        ),
+        (
+            json.dumps({**DOCTOR, "verdict": None}),
+            "not a `rocmlab doctor --json` document: 'verdict' is None, expected 'pass'",
+        ),
     ],
 )
 def test_a_bad_doctor_document_is_refused_before_torch(
@@ -242,3 +276,42 @@ def test_a_signal_mid_training_writes_a_failed_report(
     assert report["test_accuracy"] is None  # the run did not finish
     assert report["doctor"] == DOCTOR
     assert files_in(report_path.parent) == ["r.json"]  # no temporary file
+
+
+def test_the_smoke_job_takes_the_doctor_documents_the_fleet_report_reads(tmp_path: Path) -> None:
+    """load_doctor_document refuses a document exactly when the fleet report could not read the
+    smoke report embedding it (rocmlab.fleet.records.read_doctor): every key of the document and
+    of its check deleted or given another type."""
+    odd = (None, "x", 1, True, [], {}, ["x"], [1])
+    variants = [DOCTOR]
+    for path in ((), ("checks", 0)):
+        target = DOCTOR
+        for step in path:
+            target = target[step]
+        for key in target:
+            for value in (*odd, "<delete>"):
+                changed = copy.deepcopy(DOCTOR)
+                inner = changed
+                for step in path:
+                    inner = inner[step]
+                if value == "<delete>":
+                    del inner[key]
+                else:
+                    inner[key] = value
+                variants.append(changed)
+    for index, document in enumerate(variants):
+        if document.get("tool") != "rocmlab doctor":
+            continue  # not a doctor document at all: refused by its tool, before the keys
+        try:
+            read_doctor(document)
+            fleet_reads = True
+        except RecordError:
+            fleet_reads = False
+        path = tmp_path / f"doctor-{index}.json"
+        path.write_text(json.dumps(document))
+        try:
+            load_doctor_document(path)
+            smoke_takes = True
+        except UsageError:
+            smoke_takes = False
+        assert smoke_takes == fleet_reads, (index, document)

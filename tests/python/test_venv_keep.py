@@ -133,11 +133,15 @@ def test_the_records_venvs_are_checked():
         venv_keep.recorded_venvs({"venvs": {"venv": []}})
 
 
+# rocmlab's ledger of AMD's packages (amd_packages): the one package these records hold.
+AMD = {"rocm-core": ["6.4.2.60402-1"]}
+
+
 def test_the_rollback_summary_says_which_venvs_are_put_back():
     record, _ = known_good.record(
         None,
         known_good.state(
-            installed={"rocm-core": "6.4.2.60402-1"},
+            packages={"rocm-core": "6.4.2.60402-1"},
             rocm_version="6.4.2",
             apt_files=[],
             venvs={VENV: GOOD},
@@ -148,14 +152,14 @@ def test_the_rollback_summary_says_which_venvs_are_put_back():
         "2026-12-01T10:00:00Z",
     )
     venvs = venv_keep.restore_plan({VENV: GOOD}, {VENV: MOVED}, {VENV: GOOD})
-    plan = known_good.rollback_plan(record, {"rocm-core": "6.4.2.60402-1"}, {}, venvs)
+    plan = known_good.rollback_plan(record, {"rocm-core": "6.4.2.60402-1"}, AMD, {}, venvs)
     assert plan["venvs"] == venvs
     assert plan["summary"].endswith(f": venvs put back from their kept copies: {VENV}")
     in_state = venv_keep.restore_plan({VENV: GOOD}, {VENV: GOOD}, {})
-    plan = known_good.rollback_plan(record, {"rocm-core": "6.4.2.60402-1"}, {}, in_state)
+    plan = known_good.rollback_plan(record, {"rocm-core": "6.4.2.60402-1"}, AMD, {}, in_state)
     assert plan["summary"].endswith("the host is in its known-good state already")
     failing = venv_keep.restore_plan({VENV: GOOD}, {VENV: MOVED}, {VENV: None})
-    plan = known_good.rollback_plan(record, {"rocm-core": "6.4.2.60402-1"}, {}, failing)
+    plan = known_good.rollback_plan(record, {"rocm-core": "6.4.2.60402-1"}, AMD, {}, failing)
     assert "with no kept copy to put back (the rollback stops there): " + VENV in plan["summary"]
 
 
@@ -193,7 +197,7 @@ def recorded(tmp_path: Path, venv: Path) -> Path:
     """A known-good record in TMP_PATH that froze VENV as it is now."""
     record_path = tmp_path / "known-good.json"
     state = known_good.state(
-        installed={},
+        packages={},
         rocm_version="6.4.2",
         apt_files=[],
         venvs={str(venv): freeze(venv)},
@@ -501,7 +505,7 @@ def test_the_rollback_summary_says_which_venvs_are_rebuilt():
     record, _ = known_good.record(
         None,
         known_good.state(
-            installed={},
+            packages={},
             rocm_version="6.4.2",
             apt_files=[],
             venvs={VENV: ["numpy==2.1.0"]},
@@ -512,7 +516,7 @@ def test_the_rollback_summary_says_which_venvs_are_rebuilt():
         "2026-12-01T10:00:00Z",
     )
     venvs = venv_keep.restore_plan({VENV: ["numpy==2.1.0"]}, {VENV: None}, {VENV: None})
-    plan = known_good.rollback_plan(record, {}, {}, venvs)
+    plan = known_good.rollback_plan(record, {}, {}, {}, venvs)
     assert plan["summary"].endswith(
         f": venvs rebuilt from their recorded freeze (no kept copy to put back): {VENV}"
     )

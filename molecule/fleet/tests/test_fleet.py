@@ -19,6 +19,8 @@ each run building on what the one before left (the cases of issue 7, in order):
   run G      f moved to a release whose health gate fails: rolled back, its venv from its kept copy
   run H      f's venv changed with no kept copy: playbooks/rollback.yml rebuilds it from the
              known-good record's freeze (the wheelhouse, rocmlab's wheel) and swaps it in
+  run I      f moved to a release whose upgrade fails (a package's postinst exits 1): rolled back
+             from the half-configured state, the failing package and its script's lines recorded
 
 Hosts: a, b and f are Debian 12 (they converge: PyTorch from the harness's wheelhouse, Python
 3.11); c and d are Debian 13 (Python 3.13, for which the wheelhouse has no torch): they stand for
@@ -817,3 +819,51 @@ def test_h_a_venv_without_a_kept_copy_is_rebuilt_to_its_recorded_freeze(run_h) -
     assert f.check_output(f"head -c 200 {VENV}/bin/rocmlab").startswith(f"#!{VENV}/bin/python")
     assert f.check_output(GFX_BLOCK) == before["gfx"]
     assert f.check_output(f"sha256sum {KNOWN_GOOD}") == before["known_good"]
+
+
+# --- run I: f moved to ROCm 7.1.2, whose upgrade itself fails: the rollout rolls f back -------
+# 7.1.2 is the mirror's other broken release: its rocm-hip-runtime's postinst exits 1, so the
+# upgrade task fails with it half-configured and what depends on it unpacked. The rollout rolls
+# the host back from there (the dpkg guard lets exactly those packages through), runs the gate
+# again on the known-good state, and its record names the package and what its script said.
+@pytest.fixture(scope="module")
+def run_i(run_h):
+    f = host(F)
+    before = {
+        "apt": f.check_output(APT_FILES),
+        "amd": amd_packages(F),
+        "venv": f.check_output(FREEZE),
+        "known_good": f.check_output(f"sha256sum {KNOWN_GOOD}"),
+    }
+    lab = {**LAB_E, F: {**AMD_SOURCE, "rocm_repo_version": "7.1.2"}}
+    run = rollout(inventory("i", lab), "--limit", F)
+    return run, before
+
+
+def test_i_a_host_whose_upgrade_fails_is_rolled_back_with_the_failing_script_named(run_i) -> None:
+    run, before = run_i
+    assert run.returncode != 0
+    text = said(run)
+    assert f"{F} PASS release will change 6.4.2 \u2192 7.1.2 (upgrade)" in text, text[-3000:]
+    rec = record(F)
+    assert rec["state"] == "rolled_back", rec
+    assert rec["reason"].startswith("the change failed on ROCm 7.1.2 (Move AMD's packages"), rec
+    assert (
+        "rocm-hip-runtime (--configure): installed rocm-hip-runtime package post-installation"
+        " script subprocess returned error exit status 1; it said: rocm-hip-runtime: registering"
+        " the HIP runtime of ROCm 7.1.2 | rocm-hip-runtime: cannot register /opt/rocm-7.1.2/lib"
+        " (rocmlab fixture: fails on purpose)"
+    ) in rec["reason"], rec["reason"]
+    assert "apt-get" not in rec["reason"]
+    assert rec["reason"].endswith("where the smoke job passed again"), rec["reason"]
+    assert rec["rocm"] == {"installed": "6.4.2", "configured": "7.1.2"}
+    f = host(F)
+    assert f.check_output("dpkg --audit") == ""
+    assert amd_packages(F) == before["amd"]
+    assert f.check_output(APT_FILES) == before["apt"]
+    assert f.check_output(FREEZE) == before["venv"]
+    assert f.check_output(f"sha256sum {KNOWN_GOOD}") == before["known_good"]
+    assert f.file("/opt/rocm").linked_to == "/opt/rocm-6.4.2"
+    assert not f.file("/opt/rocm-7.1.2").exists and not f.file(QUARANTINE).exists
+    table = run.stdout[run.stdout.index("FLEET REPORT") :]
+    assert re.search(rf"{F} +ROLLED_BACK .*rolled back: the change failed on ROCm 7\.1\.2", table)

@@ -51,9 +51,11 @@ def installed(node) -> dict[str, str]:
 
 def assert_on_release(node, release: str, other: str) -> None:
     packages = installed(node)
-    amd = {name: version for name, version in packages.items() if release_of(version)}
+    # Every package of the release (and of the other one), whatever its name; Debian's own with
+    # release-like versions (DEBIAN_LOOKALIKES, installed by a later test) read as other releases.
+    amd = {name: version for name, version in packages.items() if release_of(version) == release}
     assert set(amd) == AMD_PACKAGES, amd
-    assert {release_of(version) for version in amd.values()} == {release}, amd
+    assert not [name for name, version in packages.items() if release_of(version) == other]
     assert node.file("/opt/rocm").linked_to == f"/opt/rocm-{release}"
     assert node.file(f"/opt/rocm-{release}/.info/version").content_string.strip() == release
     assert not node.file(f"/opt/rocm-{other}").exists
@@ -145,6 +147,74 @@ def test_a_rollback_returns_the_host_to_its_known_good_state(node):
     again = play(ROLLBACK, {})
     assert again.returncode == 0 and changed(again) == 0, said(again)[-3000:]
     assert "the host is in its known-good state already" in said(again)
+
+
+# Debian 12's own packages whose versions end in a 5- or 6-digit field as AMD's do
+# (liberror-perl 0.17029 reads as "ROCm 1.70.29"), and git, which depends on liberror-perl.
+DEBIAN_LOOKALIKES = ["liberror-perl", "libmoo-perl", "librole-tiny-perl", "git"]
+AUDIT = "dpkg --audit"
+
+
+def test_a_rollback_leaves_debians_packages_installed_after_the_record_alone(node):
+    # The record of the test before (6.4.2) predates them: installed now, then a change undone.
+    node.run_expect(
+        [0], "DEBIAN_FRONTEND=noninteractive apt-get install -y -q " + " ".join(DEBIAN_LOOKALIKES)
+    )
+    debian = {name: installed(node)[name] for name in DEBIAN_LOOKALIKES}
+    assert release_of(debian["liberror-perl"]) == "1.70.29"  # what a version string suggests
+    run = play(PLAYBOOK, {"rocm_repo_version": "7.1"})
+    assert run.returncode == 0, said(run)[-3000:]
+    run = play(ROLLBACK, {})
+    assert run.returncode == 0, said(run)[-3000:]
+    text = said(run)
+    assert not [name for name in DEBIAN_LOOKALIKES if f"{name}-" in text or f"{name}=" in text]
+    assert_on_release(node, "6.4.2", "7.1.0")
+    now = installed(node)
+    assert {name: now.get(name) for name in DEBIAN_LOOKALIKES} == debian
+    ledger = node.check_output("cat /var/lib/rocmlab/amd-packages.json")
+    assert not [name for name in DEBIAN_LOOKALIKES if f'"{name}"' in ledger], ledger
+
+
+def test_a_failed_upgrade_is_undone_by_the_rollback(node):
+    # 7.1.2's rocm-hip-runtime postinst exits 1 (the mirror's build.sh): the upgrade fails and
+    # leaves it half-configured and what depends on it unpacked.
+    good = installed(node)
+    good_files = node.check_output(APT_STATE)
+    run = play(PLAYBOOK, {"rocm_repo_version": "7.1.2"})
+    assert run.returncode != 0
+    assert "rocm-hip-runtime" in said(run), said(run)[-3000:]
+    assert "half configured" in node.check_output(AUDIT)
+    # Check mode says where the host goes and changes nothing, the half-done dpkg included.
+    check = play(ROLLBACK, {}, "--check")
+    assert check.returncode == 0, said(check)[-3000:]
+    assert "7.1.2 \u2192 6.4.2 (the known-good state since " in said(check), said(check)[-3000:]
+    run = play(ROLLBACK, {})
+    assert run.returncode == 0, said(run)[-3000:]
+    assert "Not fully installed, and replaced or removed by this run" in said(run)
+    assert node.check_output(AUDIT) == ""  # dpkg is whole again
+    assert_on_release(node, "6.4.2", "7.1.2")
+    now = installed(node)
+    assert {n: v for n, v in now.items() if release_of(v)} == {
+        n: v for n, v in good.items() if release_of(v)
+    }
+    assert node.check_output(APT_STATE) == good_files
+    again = play(ROLLBACK, {})
+    assert again.returncode == 0 and changed(again) == 0, said(again)[-3000:]
+
+
+def test_a_failed_upgrade_is_also_mended_by_moving_on(node):
+    # The same failure, then the admin configures another release: the move replaces the
+    # half-configured packages (no `dpkg --configure -a` of a script that fails).
+    run = play(PLAYBOOK, {"rocm_repo_version": "7.1.2"})
+    assert run.returncode != 0 and "half configured" in node.check_output(AUDIT)
+    run = play(PLAYBOOK, {"rocm_repo_version": "7.1"})
+    assert run.returncode == 0, said(run)[-3000:]
+    assert "Not fully installed, and replaced or removed by this run" in said(run)
+    assert node.check_output(AUDIT) == ""
+    assert_on_release(node, "7.1.0", "7.1.2")
+    run = play(PLAYBOOK, {"rocm_repo_version": "6.4.2"})  # back to where the next test starts
+    assert run.returncode == 0, said(run)[-3000:]
+    assert_on_release(node, "6.4.2", "7.1.0")
 
 
 def test_a_rollback_without_a_record_says_so_and_changes_nothing(node):

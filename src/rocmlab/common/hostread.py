@@ -16,7 +16,9 @@ So :func:`read_regular`, the one reader:
   ``O_NOFOLLOW``, so a symbolic link is refused, also one made between the look and the open;
 - refuses a file replaced by another between the ``stat`` and the open (device and inode differ);
 - reads at most ``limit`` + 1 bytes whatever the file claims, so the caller knows whether there
-  was more; with ``refuse_larger`` a file whose ``stat`` size is over ``limit`` is not opened.
+  was more; with ``refuse_larger`` a file whose ``stat`` size is over ``limit`` is not opened;
+- with ``single_link``, refuses a file with more than one name (``st_nlink``, on what was
+  opened): a hard link planted in a directory others write can name a file they cannot read.
 
 :func:`read_bounded` is that reader for the doctor and the store's port (``HostRead``: the data or
 why not, and whether it was cut at the bound); fleet-report's record reader
@@ -76,6 +78,14 @@ class FileReplaced(Exception):
     """What was opened is not the file that was looked at: it was replaced in between."""
 
 
+class HardLinked(Exception):
+    """The file has other names than the one read (``links`` in all): a hard link."""
+
+    def __init__(self, links: int) -> None:
+        super().__init__(f"a hard link ({links} names for one file)")
+        self.links = links
+
+
 def read_at_most(fd: int, limit: int) -> bytes:
     """Up to ``limit + 1`` bytes of ``fd`` (one more than allowed tells a file that is too big),
     read until the end of the file or the bound, never trusting a size the file claims."""
@@ -100,10 +110,12 @@ def read_regular(
     dir_fd: int | None = None,
     follow_links: bool = True,
     refuse_larger: bool = False,
+    single_link: bool = False,
 ) -> bytes:
     """At most ``limit`` + 1 bytes of the regular file ``path`` (relative to ``dir_fd`` when
-    given). Raises NotRegularFile, FileReplaced, FileTooLarge (only with ``refuse_larger``) and
-    the OSError the system gives (FileNotFoundError when there is no such name)."""
+    given). Raises NotRegularFile, FileReplaced, FileTooLarge (only with ``refuse_larger``),
+    HardLinked (only with ``single_link``) and the OSError the system gives (FileNotFoundError
+    when there is no such name)."""
     before = os.stat(path, dir_fd=dir_fd, follow_symlinks=follow_links)
     if not stat.S_ISREG(before.st_mode):
         raise NotRegularFile(before.st_mode)
@@ -121,6 +133,8 @@ def read_regular(
             raise NotRegularFile(now.st_mode)
         if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
             raise FileReplaced("replaced by another file while it was read")
+        if single_link and now.st_nlink > 1:
+            raise HardLinked(now.st_nlink)
         return read_at_most(fd, limit)
     finally:
         os.close(fd)

@@ -3,12 +3,16 @@ Standard library only; used by every command that shows what a host or a record 
 
 What a lab machine says (sysfs and os-release values, kernel log lines, module and device names,
 command output, another rank's host name, the records fleet-report reads) may carry terminal
-escape sequences, a newline that forges an output line, or Unicode bidi controls that make a line
-read differently from what it holds. :func:`for_terminal` makes every such character visible: C0
-controls (newline and tab too), DEL, C1 controls, the bidi controls and marks, the line and
-paragraph separators, and lone surrogates become ``\\x1b``, ``\\n``, ``\\u202e``, ``\\udcff``.
-Everything else passes unchanged. With ``markup=True`` (HTML and XML, where they are white space)
-tab, newline and carriage return are kept.
+escape sequences, a newline that forges an output line, Unicode bidi controls that make a line
+read differently from what it holds, or invisible characters (a zero-width space U+200B, a word
+joiner U+2060, a byte order mark U+FEFF) that make two different names look alike.
+:func:`for_terminal` makes every such character visible: the characters of Unicode's general
+categories Cc (C0 controls, newline and tab too, DEL, C1 controls), Cf (format characters: the
+bidi controls and marks, the zero-width and invisible ones, tag characters), Cs (lone
+surrogates), Zl and Zp (the line and paragraph separators) become ``\\x1b``, ``\\n``,
+``\\u202e``, ``\\u200b``, ``\\udcff``, ``\\U000e0041``. Everything else passes unchanged. With
+``markup=True`` (HTML and XML, where they are white space) tab, newline and carriage return are
+kept.
 
 :func:`valid_unicode` keeps a JSON document faithful but valid: a lone surrogate (what Python
 makes of an undecodable byte in ``os.environ`` or a file name) cannot be written as UTF-8 and
@@ -20,38 +24,52 @@ since JSON escapes them.
 from __future__ import annotations
 
 import re
+import unicodedata
+from functools import lru_cache
 from typing import Any
 
-# Unicode bidi controls and marks (UAX #9): embeddings and overrides U+202A-202E, isolates
-# U+2066-2069, LRM/RLM U+200E/200F, the Arabic letter mark U+061C.
-BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-_UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u2028\u2029" + BIDI_CONTROLS + "\ud800-\udfff]"
-)  # fmt: skip
-# The same without tab, newline and carriage return: white space in HTML and XML.
-_UNSAFE_MARKUP = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029" + BIDI_CONTROLS + "\ud800-\udfff]"
-)  # fmt: skip
+# The general categories written as escapes (none of their characters is printable). Cf holds
+# the bidi controls and marks (UAX #9: U+202A-202E, U+2066-2069, U+200E/200F, U+061C).
+UNSAFE_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp"))
+# What may be one of them: every character but printable ASCII.
+_CANDIDATE = re.compile("[^\x20-\x7e]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_MARKUP_SPACE = frozenset("\t\n\r")
 
 
-def _escape(match: re.Match[str]) -> str:
-    char = match[0]
+@lru_cache(maxsize=4096)
+def _shown(char: str, markup: bool) -> str:
+    """``char`` as for_terminal writes it: itself, or its escape."""
+    if markup and char in _MARKUP_SPACE:
+        return char
+    if unicodedata.category(char) not in UNSAFE_CATEGORIES:
+        return char
     if char in _NAMED:
         return _NAMED[char]
     code = ord(char)
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def _escape(match: re.Match[str]) -> str:
+    return _shown(match[0], False)
+
+
+def _escape_markup(match: re.Match[str]) -> str:
+    return _shown(match[0], True)
 
 
 def for_terminal(text: str, markup: bool = False) -> str:
-    """``text`` with every control, bidi and separator character, and every lone surrogate,
-    written as a visible escape (``\\x1b``, ``\\n``, ``\\u202e``) that shows what it was and does
-    nothing; the rest unchanged. ``markup``: for HTML and XML, where tab, newline and carriage
-    return are white space and kept."""
+    """``text`` with every control, format (bidi, zero-width, invisible) and separator
+    character, and every lone surrogate, written as a visible escape (``\\x1b``, ``\\n``,
+    ``\\u202e``, ``\\u200b``) that shows what it was and does nothing; the rest unchanged.
+    ``markup``: for HTML and XML, where tab, newline and carriage return are white space and
+    kept."""
     if text.isprintable():  # none of them is printable (tests/python/test_common.py)
         return text
-    return (_UNSAFE_MARKUP if markup else _UNSAFE).sub(_escape, text)
+    return _CANDIDATE.sub(_escape_markup if markup else _escape, text)
 
 
 def _replace_surrogate(match: re.Match[str]) -> str:

@@ -6,7 +6,9 @@ Every record in REPORTS_DIR came from a lab machine or an account on one, so it 
 - ``read_record`` reads it through rocmlab.common.hostread.read_regular without following a
   symbolic link and without blocking; anything but a regular file (a link, FIFO, device, socket
   or directory) is refused before it is opened, and what is opened is checked again with
-  ``fstat``. It reads at most MAX_BYTES + 1 bytes, whatever the file's size claims.
+  ``fstat``, also for a hard link (more than one name: one planted in REPORTS_DIR can name a file
+  only the controller's account may read, which the outputs would publish). It reads at most
+  MAX_BYTES + 1 bytes, whatever the file's size claims.
   ``read_listed`` reads a name the directory's listing says is a regular file with one system
   call fewer (the listing, not a ``stat``, says what it is), and leaves anything else to
   ``read_record``.
@@ -35,6 +37,7 @@ from typing import Any, NoReturn
 from rocmlab.common.hostread import (
     FileReplaced,
     FileTooLarge,
+    HardLinked,
     NotRegularFile,
     file_kind,
     read_at_most,
@@ -107,11 +110,18 @@ def read_record(dir_fd: int, name: str, limit: int = MAX_BYTES) -> bytes | None:
     no such name. RecordError for a link, a special file, a file over ``limit`` bytes or one
     that cannot be read."""
     try:
-        data = read_regular(name, limit, dir_fd=dir_fd, follow_links=False, refuse_larger=True)
+        data = read_regular(
+            name, limit, dir_fd=dir_fd, follow_links=False, refuse_larger=True, single_link=True
+        )
     except FileNotFoundError:
         return None
     except NotRegularFile as exc:
         raise _not_regular(exc.mode) from None
+    except HardLinked as exc:
+        raise RecordError(
+            f"{exc}: not read, a record must be a file of its own in REPORTS_DIR (copy it, do "
+            "not link it)"
+        ) from None
     except FileTooLarge as exc:
         raise _too_big(limit, exc.size) from None
     except FileReplaced as exc:
@@ -125,9 +135,9 @@ def read_record(dir_fd: int, name: str, limit: int = MAX_BYTES) -> bytes | None:
 
 def read_listed(dir_fd: int, entry: os.DirEntry[str], limit: int = MAX_BYTES) -> bytes | None:
     """What read_record(dir_fd, entry.name, limit) gives, for a name os.scandir listed in
-    ``dir_fd``, with a system call fewer (of six) where the name is the regular file listed:
-    the listing, not a ``stat``, says what it is (_listed_regular). Anything else is left to
-    read_record, which reads or refuses it as it always has."""
+    ``dir_fd``, with a system call fewer (of six) where the name is the regular file listed, of
+    one name: the listing, not a ``stat``, says what it is (_listed_regular). Anything else is
+    left to read_record, which reads or refuses it as it always has."""
     try:
         data = _listed_regular(dir_fd, entry, limit)
     except OSError:
@@ -138,7 +148,7 @@ def read_listed(dir_fd: int, entry: os.DirEntry[str], limit: int = MAX_BYTES) ->
 def _listed_regular(dir_fd: int, entry: os.DirEntry[str], limit: int) -> bytes | None:
     """The bytes of ``entry`` when the listing says it is a regular file and what is opened
     (without following a link, without blocking) is that file (``fstat``: a regular file, the
-    inode listed) and within ``limit``; else None."""
+    inode listed, no other name) and within ``limit``; else None."""
     if not entry.is_file(follow_symlinks=False):
         return None
     fd = os.open(entry.name, _FILE_FLAGS, dir_fd=dir_fd)
@@ -147,6 +157,7 @@ def _listed_regular(dir_fd: int, entry: os.DirEntry[str], limit: int) -> bytes |
         if not (
             stat.S_ISREG(opened.st_mode)
             and opened.st_ino == entry.inode()
+            and opened.st_nlink == 1
             and opened.st_size <= limit
         ):
             return None

@@ -6,10 +6,10 @@ out and becomes one of the host's ``problems``, which make it UNREADABLE. Files 
 declared host are listed as undeclared.
 
 REPORTS_DIR is the admin's (given on the command line); what is inside it came from lab machines.
-Its subdirectories ``fleet/``, ``fleet/preflight/``, ``fleet/rollout/`` and ``health/`` are
-opened without following a link (one that is a link or not a directory stops the report:
-ReportsDirError) and every record is read through rocmlab.fleet.bounded: no link is followed, no
-special file opened.
+Its subdirectories ``fleet/``, ``fleet/preflight/``, ``fleet/rollout/``, ``health/`` and
+``health/tier2/`` are opened without following a link (one that is a link or not a directory
+stops the report: ReportsDirError) and every record is read through rocmlab.fleet.bounded: no
+link is followed, no special file opened.
 """
 
 from __future__ import annotations
@@ -20,18 +20,22 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
+from rocmlab.common.hostread import KIB, MIB
 from rocmlab.fleet.bounded import open_directory, parse_json, read_listed, read_record
 from rocmlab.fleet.fields import RecordError
 from rocmlab.fleet.records import (
+    ACCOUNT_TIERS,
     CACHE_FILE,
     CLUSTER_FILE,
     HEALTH_DIR,
+    HEALTH_TIER2_DIR,
     PREFLIGHT_DIR,
     ROLLOUT_DIR,
+    ROOT_TIERS,
     Located,
     locate,
     read_cache,
@@ -50,6 +54,58 @@ class ReportsDirError(Exception):
 
 # The report's own outputs in REPORTS_DIR: never read as a host's report.
 OUTPUT_NAMES = ("fleet.json",)
+# A host's records, by their key in HostRecords.files (and fleet.json's "files").
+FILE_KEYS = ("report", "preflight", "rollout", "health", "health_tier2")
+# What the report reads of REPORTS_DIR in all: this much per declared host, and at least
+# TOTAL_FLOOR. A lab's records take about 9 KiB a host (benchmarks/fleet_report_scale.py), a
+# record at most rocmlab.fleet.bounded.MAX_BYTES; what the report keeps of a record can take
+# fifteen times its size, so that without a total 40 hosts of 4 MiB each ended in MemoryError.
+PER_HOST_BYTES = 64 * KIB
+TOTAL_FLOOR = 32 * MIB
+# The largest records read, named when the total stops the reading.
+LARGEST_NAMED = 3
+
+
+def _size(count: int) -> str:
+    """``4.0 MiB``, ``12 KiB``, ``300 B``."""
+    if count >= MIB:
+        return f"{count / MIB:.1f} MiB"
+    return f"{count // KIB} KiB" if count >= KIB else f"{count} B"
+
+
+@dataclass
+class _Budget:
+    """The bytes the report may still read of REPORTS_DIR, and the largest records read."""
+
+    total: int
+    hosts: int
+    left: int = 0
+    largest: list[tuple[int, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.left = self.total
+
+    def spent(self, name: str, size: int) -> None:
+        """``size`` bytes of the record ``name`` were read."""
+        self.left -= size
+        if len(self.largest) < LARGEST_NAMED or size > self.largest[-1][0]:
+            self.largest = sorted([*self.largest, (size, name)], reverse=True)[:LARGEST_NAMED]
+
+    def refusal(self) -> RecordError | None:
+        """Why no more is read, once the total is spent; else None."""
+        if self.left > 0:
+            return None
+        largest = ", ".join(f"{name} ({_size(size)})" for size, name in self.largest)
+        return RecordError(
+            f"not read: the records read before it took the report's total of "
+            f"{_size(self.total)} ({_size(PER_HOST_BYTES)} per declared host, at least "
+            f"{_size(TOTAL_FLOOR)}; {self.hosts} declared); the largest: {largest}"
+        )
+
+
+def budget_for(hosts: int) -> _Budget:
+    """The total for a lab of ``hosts`` declared hosts."""
+    return _Budget(max(TOTAL_FLOOR, PER_HOST_BYTES * hosts), hosts)
 
 
 @dataclass
@@ -60,10 +116,9 @@ class HostRecords:
     report: dict[str, Any] | None = None
     preflight: dict[str, Any] | None = None
     rollout: dict[str, Any] | None = None
-    health: dict[str, Any] | None = None  # the latest rocmlab health report
-    files: dict[str, str | None] = field(
-        default_factory=lambda: {"report": None, "preflight": None, "rollout": None, "health": None}
-    )
+    health: dict[str, Any] | None = None  # root's latest rocmlab health report (tier 0)
+    health_tier2: dict[str, Any] | None = None  # the smoke account's latest (tier 2)
+    files: dict[str, str | None] = field(default_factory=lambda: dict.fromkeys(FILE_KEYS))
     problems: list[str] = field(default_factory=list)
     # The whole report's digest, to tell copies apart, made only where another report could be
     # a copy of it (_digest_alike_reports), from its bytes, kept until then.
@@ -101,16 +156,30 @@ KINDS = (
     _Kind("preflight", "preflight record", PREFLIGHT_DIR, read_preflight, names_host=True),
     _Kind("rollout", "rollout record", ROLLOUT_DIR, read_rollout, names_host=True),
     # Written on the host by rocmlab health (its "host" is the machine's hostname, as in a smoke
-    # report), fetched by the controller.
-    _Kind("health", "health report", HEALTH_DIR, read_health, names_host=False),
+    # report), fetched by the controller: root's report and the smoke account's, each in its
+    # own place, so that neither can stand in for the other.
+    _Kind(
+        "health",
+        "health report",
+        HEALTH_DIR,
+        partial(read_health, tiers=ROOT_TIERS),
+        names_host=False,
+    ),
+    _Kind(
+        "health_tier2",
+        "tier-2 health report",
+        HEALTH_TIER2_DIR,
+        partial(read_health, tiers=ACCOUNT_TIERS),
+        names_host=False,
+    ),
 )
 
 
 @contextmanager
 def _directories(reports_dir: Path) -> Iterator[dict[Path, int | None]]:
     """Open REPORTS_DIR (the admin's path: a link to it is fine) and, without following links,
-    fleet/, fleet/preflight/, fleet/rollout/ and health/ (None where absent); close them
-    afterwards."""
+    fleet/, fleet/preflight/, fleet/rollout/, health/ and health/tier2/ (None where absent);
+    close them afterwards."""
     with ExitStack() as stack:
         try:
             root = os.open(reports_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -120,7 +189,13 @@ def _directories(reports_dir: Path) -> Iterator[dict[Path, int | None]]:
             ) from None
         stack.callback(os.close, root)
         opened: dict[Path, int | None] = {Path(): root}
-        for directory in (PREFLIGHT_DIR.parent, PREFLIGHT_DIR, ROLLOUT_DIR, HEALTH_DIR):
+        for directory in (
+            PREFLIGHT_DIR.parent,
+            PREFLIGHT_DIR,
+            ROLLOUT_DIR,
+            HEALTH_DIR,
+            HEALTH_TIER2_DIR,
+        ):
             parent = opened[directory.parent]
             fd = None
             if parent is not None:
@@ -151,6 +226,7 @@ def gather(reports_dir: Path, hosts: Sequence[str]) -> Gathered:
     records = {host: HostRecords(host) for host in hosts}
     undeclared: list[dict[str, str]] = []
     traces: set[str] = set()
+    budget = budget_for(len(records))
     with _directories(reports_dir) as opened:
         for kind in KINDS:
             skip = OUTPUT_NAMES if kind.key == "report" else ()
@@ -158,7 +234,7 @@ def gather(reports_dir: Path, hosts: Sequence[str]) -> Gathered:
             listing = _listing(dir_fd, str(reports_dir / kind.directory))
             located = locate(listing, hosts, skip=skip)
             for host, rec in records.items():
-                doc = _read_for_host(kind, located, host, dir_fd, listing, rec)
+                doc = _read_for_host(kind, located, host, dir_fd, listing, rec, budget)
                 setattr(rec, kind.key, doc)
                 if kind.key == "report" and doc is not None:
                     traces |= _trace_names(doc)
@@ -174,26 +250,41 @@ def gather(reports_dir: Path, hosts: Sequence[str]) -> Gathered:
                     }
                 )
         fleet_fd = opened[CACHE_FILE.parent]
-        cache = _fleet_record(fleet_fd, CACHE_FILE, read_cache)
-        cluster = _fleet_record(fleet_fd, CLUSTER_FILE, read_cluster)
+        cache = _fleet_record(fleet_fd, CACHE_FILE, read_cache, budget)
+        cluster = _fleet_record(fleet_fd, CLUSTER_FILE, read_cluster, budget)
     _flag_copied_reports(records)
     return Gathered(records, undeclared, cache, cluster)
 
 
 def _fleet_record(
-    dir_fd: int | None, name: Path, reader: Callable[[Any], dict[str, Any]]
+    dir_fd: int | None, name: Path, reader: Callable[[Any], dict[str, Any]], budget: _Budget
 ) -> dict[str, Any] | None:
     """A fleet-wide record: None without the file, else its file and either what ``reader``
     makes of it or why it cannot be used (``problem``)."""
     if dir_fd is None:
         return None
     try:
-        data = read_record(dir_fd, name.name)
+        refusal = budget.refusal()
+        if refusal is not None and _exists(dir_fd, name.name):
+            raise refusal
+        data = read_record(dir_fd, name.name) if refusal is None else None
         if data is None:
             return None
+        budget.spent(name.as_posix(), len(data))
         return {"file": name.as_posix(), "problem": None, **reader(parse_json(data))}
     except RecordError as exc:
         return {"file": name.as_posix(), "problem": str(exc)}
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    """Whether ``name`` (a link or anything else) is in the directory ``dir_fd``."""
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # there, but not to be looked at: read_record would say why
+    return True
 
 
 def _read_for_host(
@@ -203,6 +294,7 @@ def _read_for_host(
     dir_fd: int | None,
     listing: dict[str, os.DirEntry[str]],
     rec: HostRecords,
+    budget: _Budget,
 ) -> dict[str, Any] | None:
     candidates = located.candidates(host)
     if not candidates or dir_fd is None:
@@ -223,9 +315,13 @@ def _read_for_host(
         )
         return None
     try:
+        refusal = budget.refusal()
+        if refusal is not None:
+            raise refusal
         data = read_listed(dir_fd, listing[name])
         if data is None:
             raise RecordError("removed while the report was being made")
+        budget.spent(names[0], len(data))
         parsed = parse_json(data)
         doc = kind.reader(parsed)
     except RecordError as exc:

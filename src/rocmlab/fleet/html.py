@@ -13,7 +13,7 @@ from typing import Any
 
 from rocmlab.common.textsafe import for_terminal
 from rocmlab.fleet.chart import speed_chart
-from rocmlab.fleet.records import CLUSTER_PASSING
+from rocmlab.fleet.records import CLUSTER_PASSING, ROOT_TIERS
 from rocmlab.fleet.text import (
     DRIFT_NAMES,
     age_text,
@@ -214,16 +214,25 @@ def _checks_cell(host: dict[str, Any]) -> str:
 
 
 def _health_cell(host: dict[str, Any], max_age: float | None) -> str:
+    """The verdict that stands, then each report (root's tier 0, the account's tier 2): its
+    verdict when there are two, its tier and age, "stale" past the maximum age (root's)."""
     health = host["health"]
     if health is None:
         return '<td class="health">&mdash;</td>'
     kinds = {"pass": "ok", "warn": "warn", "fail": "bad"}
-    age = age_text(health["age_seconds"])
-    stale = max_age is not None and health["age_seconds"] > max_age
-    when = f"tier {health['tier']}, {_e(age)} ago" + (" (stale)" if stale else "")
+    two = len(health["reports"]) > 1
+    lines = []
+    for report in health["reports"]:
+        age = age_text(report["age_seconds"])
+        stale = (
+            max_age is not None and report["tier"] in ROOT_TIERS and report["age_seconds"] > max_age
+        )
+        verdict = f"{report['verdict'].upper()}, " if two else ""
+        when = f"{verdict}tier {report['tier']}, {_e(age)} ago" + (" (stale)" if stale else "")
+        lines.append(f'<div class="sub" title="{_e(report["finished"])}">{when}</div>')
     return (
         f'<td class="health">{_badge(kinds[health["verdict"]], health["verdict"].upper())}'
-        f'<div class="sub" title="{_e(health["finished"])}">{when}</div></td>'
+        f"{''.join(lines)}</td>"
     )
 
 

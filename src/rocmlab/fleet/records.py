@@ -44,6 +44,8 @@ CLUSTER_PASSING = ("pass", "passed", "ok", "warn")
 PREFLIGHT_DIR = Path("fleet", "preflight")
 ROLLOUT_DIR = Path("fleet", "rollout")
 HEALTH_DIR = Path("health")
+# The smoke account's tier-2 reports, kept apart from root's (HEALTH_DIR/<host>.json).
+HEALTH_TIER2_DIR = HEALTH_DIR / "tier2"
 CACHE_FILE = Path("fleet", "cache.json")
 CLUSTER_FILE = Path("fleet", "cluster.json")
 
@@ -198,7 +200,7 @@ def read_smoke_report(doc: Any) -> dict[str, Any]:
     version = _schema_version(doc, SMOKE_SCHEMAS)
     if not (_SMOKE_FIELDS.fits(doc) and doc["backend"] in _BACKENDS):
         _read_smoke_fields(doc)
-    passed, exit_code = doc["passed"], doc["exit_code"]
+    passed = doc["passed"]
     tflops = doc["matmul_tflops"] or {}
     for dtype in tflops:
         get(tflops, dtype, "number", where="matmul_tflops.")
@@ -217,17 +219,30 @@ def read_smoke_report(doc: Any) -> dict[str, Any]:
         profile = get(doc, "profile", "object", "null")
         if profile is not None:
             kept["profile"] = {"trace": get(profile, "trace", "string", where="profile.")}
-    failed = [check["name"] for check in checks if not check["passed"]]
-    if passed and (failed or exit_code != 0 or not checks):
-        why = (
-            f"check {', '.join(failed)} failed"
-            if failed
-            else f"exit_code is {exit_code}"
-            if exit_code != 0
-            else "it lists no checks"
-        )
-        raise RecordError(f"says passed but {why}: the report contradicts itself")
+    if passed:
+        _passed_as_it_says(doc, checks)
     return kept
+
+
+def _passed_as_it_says(doc: dict[str, Any], checks: list[Any]) -> None:
+    """RecordError when a report that says it passed does not bear it out: a check failed, its
+    exit code is not 0, it lists no checks, or its accuracy is not at its own gate (what the
+    smoke job's accuracy check asks: test_accuracy >= min_accuracy, both measured)."""
+    failed = [check["name"] for check in checks if not check["passed"]]
+    accuracy, gate = doc["test_accuracy"], doc["min_accuracy"]
+    why = None
+    if failed:
+        why = f"check {', '.join(failed)} failed"
+    elif doc["exit_code"] != 0:
+        why = f"exit_code is {doc['exit_code']}"
+    elif not checks:
+        why = "it lists no checks"
+    elif accuracy is None or gate is None:
+        why = "it has no test_accuracy and min_accuracy to judge it by"
+    elif accuracy < gate:
+        why = f"its test_accuracy {accuracy} is below its own gate, min_accuracy {gate}"
+    if why is not None:
+        raise RecordError(f"says passed but {why}: the report contradicts itself")
 
 
 _PREFLIGHT_FIELDS = shape_of({"host": ("string",), "created": ("string",), "passed": ("boolean",)})
@@ -292,11 +307,15 @@ _ROLLOUT_FIELDS = shape_of(
 _ROLLOUT_STATES = frozenset(ROLLOUT_STATES)
 
 
+# How far a time a host wrote (a known-good record's ``since``, a health report's ``finished``)
+# may be ahead of the report's clock: the host's clock against the controller's. Later is a
+# record that cannot be right, and is refused: a time from the future would outlast every
+# report written after it.
+CLOCK_SKEW = 300.0
 # A known-good entry of a rollout record: its release at most this long (AMD's
-# /opt/rocm/.info/version, "6.4.2-120"), its ``since`` at most this far ahead of the report's
-# clock (the host's clock against the controller's; later is a record that cannot be right).
+# /opt/rocm/.info/version, "6.4.2-120"), its ``since`` at most CLOCK_SKEW ahead.
 MAX_RELEASE_CHARS = 64
-KNOWN_GOOD_SKEW = 300.0
+KNOWN_GOOD_SKEW = CLOCK_SKEW
 _KNOWN_GOOD = shape_of({"release": ("string", "null"), "since": ("string",)})
 
 
@@ -312,13 +331,7 @@ def _known_good(entry: Any, now: float) -> dict[str, Any]:
             f"'known_good.release' is {len(release)} characters: longer than any ROCm release "
             f"({MAX_RELEASE_CHARS} at most)"
         )
-    seconds = utc_seconds(since, "known_good.since")
-    if seconds > now + KNOWN_GOOD_SKEW:
-        shown = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-        raise RecordError(
-            f"'known_good.since' is {since!r}, later than now ({shown}): no state is known-good "
-            "from the future (the host's clock or the record is wrong)"
-        )
+    seconds = not_later(since, "known_good.since", now, "no state is known-good from the future")
     return {"release": release, "since": since, "since_seconds": seconds}
 
 
@@ -355,6 +368,10 @@ def read_rollout(doc: Any, now: float | None = None) -> dict[str, Any]:
 
 HEALTH_SCHEMAS = (1,)
 HEALTH_TIERS = (0, 1, 2)
+# The tiers root runs (the timer's tier 0), whose reports are HEALTH_DIR/<host>.json, and the
+# one the smoke account runs (the GPU work), HEALTH_TIER2_DIR/<host>.json.
+ROOT_TIERS = (0, 1)
+ACCOUNT_TIERS = (2,)
 VERDICTS = ("pass", "warn", "fail")
 _VERDICTS = frozenset(VERDICTS)
 # The fields read_health reads one by one where a report does not fit them (or holds a tool,
@@ -385,26 +402,50 @@ def utc_seconds(text: str, where: str) -> float:
         ) from None
 
 
-def read_health(doc: Any) -> dict[str, Any]:
-    """A ``rocmlab health --json`` report (schema 1) ``health/<host>.json``: its tier, when it
-    finished, its verdict and its checks."""
+def not_later(text: str, where: str, now: float, never: str) -> float:
+    """The UTC time ``text`` (at ``where`` in the record) in seconds; RecordError when it is not
+    one or is more than CLOCK_SKEW ahead of ``now`` (``never`` says what cannot be)."""
+    seconds = utc_seconds(text, where)
+    if seconds > now + CLOCK_SKEW:
+        shown = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+        raise RecordError(
+            f"'{where}' is {text!r}, later than now ({shown}): {never} (the host's clock or the "
+            "record is wrong)"
+        )
+    return seconds
+
+
+def read_health(
+    doc: Any, now: float | None = None, tiers: tuple[int, ...] = HEALTH_TIERS
+) -> dict[str, Any]:
+    """A ``rocmlab health --json`` report (schema 1): its tier (one of ``tiers``, those the file
+    it came from may hold), when it finished, its verdict and its checks. A ``finished`` later
+    than ``now`` (default: the clock) by more than CLOCK_SKEW is refused, and so is a verdict
+    that its checks do not bear out (a pass without a check proves nothing)."""
     _schema_version(doc, HEALTH_SCHEMAS)
     if (
         _HEALTH_FIELDS.fits(doc)
         and doc["tool"] == "rocmlab health"
-        and doc["tier"] in HEALTH_TIERS
+        and doc["tier"] in tiers
         and doc["verdict"] in _VERDICTS
     ):
-        finished = utc_seconds(doc["finished"], "finished")
+        finished_text = doc["finished"]
     else:
         get_choice(doc, "tool", ("rocmlab health",))
         get(doc, "host", "string")
-        get_choice(doc, "tier", HEALTH_TIERS)
-        finished = utc_seconds(get(doc, "finished", "string"), "finished")
+        tier = get_choice(doc, "tier", HEALTH_TIERS)
+        if tier not in tiers:
+            held = " or ".join(str(t) for t in tiers)
+            raise RecordError(f"'tier' is {tier}, and this file holds only a tier {held} report")
+        finished_text = get(doc, "finished", "string")
         get_choice(doc, "verdict", VERDICTS)
+    now = time.time() if now is None else now
+    finished = not_later(finished_text, "finished", now, "no report finishes in the future")
     verdict = doc["verdict"]
     checks = [_finding(check, index) for index, check in enumerate(get_list(doc, "checks"))]
     failed = [c["name"] for c in checks if c["status"] == "fail"]
+    if not checks:
+        raise RecordError(f"says verdict {verdict} but it lists no checks: it proves nothing")
     if (verdict == "fail") != bool(failed):
         why = f"check {', '.join(failed)} failed" if failed else "no check failed"
         raise RecordError(f"says verdict {verdict} but {why}: the report contradicts itself")

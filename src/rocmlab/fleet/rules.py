@@ -14,7 +14,7 @@ from typing import Any
 from rocmlab import __version__
 from rocmlab.fleet.gather import Gathered, HostRecords, gather
 from rocmlab.fleet.inventory import Declared
-from rocmlab.fleet.records import SHARED_CHECKS
+from rocmlab.fleet.records import ROOT_TIERS, SHARED_CHECKS
 from rocmlab.fleet.text import age_text, decodable
 
 FLEET_SCHEMA_VERSION = 1
@@ -88,7 +88,7 @@ def host_entry(
     facts = (rec.preflight or {}).get("facts", {})
     doctor = report.get("doctor")
     now = time.time() if now is None else now
-    health = health_summary(rec.health, now)
+    health = health_summary(rec.health, rec.health_tier2, now)
     state, reason = host_state(rec, health, health_max_age)
     return {
         "host": rec.host,
@@ -169,11 +169,13 @@ def release_differs(rollout: dict[str, Any] | None) -> str | None:
     return f"installed {rocm['installed'] or 'no ROCm release'}, configured {rocm['configured']}"
 
 
-def health_summary(health: dict[str, Any] | None, now: float) -> dict[str, Any] | None:
-    """What the fleet report shows of a host's latest health report: its verdict, tier, when it
-    finished and how long ago, and its failed checks with their fixes."""
-    if health is None:
-        return None
+# Health verdicts from the best to the worst.
+HEALTH_VERDICTS = ("pass", "warn", "fail")
+
+
+def _health_report(health: dict[str, Any], now: float) -> dict[str, Any]:
+    """One health report as the fleet report shows it: its verdict, tier, when it finished and
+    how long ago, and its failed checks with their fixes."""
     return {
         "verdict": health["verdict"],
         "tier": health["tier"],
@@ -185,6 +187,22 @@ def health_summary(health: dict[str, Any] | None, now: float) -> dict[str, Any] 
             if c["status"] == "fail"
         ],
     }
+
+
+def health_summary(
+    root: dict[str, Any] | None, tier2: dict[str, Any] | None, now: float
+) -> dict[str, Any] | None:
+    """What the fleet report shows of a host's health: root's latest report (tier 0) and the
+    smoke account's (tier 2), each under ``reports``, and the one that stands for the host at
+    the top: the worse verdict, root's of two alike. Each stands until its own writer's next
+    report, so the account's report can add a FAIL to root's, never hide it (a time from the
+    future was refused when it was read: rocmlab.fleet.records.read_health)."""
+    reports = [_health_report(r, now) for r in (root, tier2) if r is not None]
+    if not reports:
+        return None
+    # max() keeps the first of equals: root's report, listed first.
+    standing = max(reports, key=lambda r: HEALTH_VERDICTS.index(r["verdict"]))
+    return {**standing, "reports": reports}
 
 
 def known_good_summary(rollout: dict[str, Any] | None, now: float) -> dict[str, Any] | None:
@@ -201,27 +219,36 @@ def known_good_summary(rollout: dict[str, Any] | None, now: float) -> dict[str, 
     }
 
 
+def _failed_text(report: dict[str, Any]) -> str:
+    """``ras_errors: <fix>; and 1 more failed check(s) (tier 0, 3h ago)``."""
+    first = report["failed"][0]
+    more = len(report["failed"]) - 1
+    also = f"; and {more} more failed check(s)" if more else ""
+    when = f"tier {report['tier']}, {age_text(report['age_seconds'])} ago"
+    return f"{first['name']}: {first['fix'] or first['saw']}{also} ({when})"
+
+
 def _health_reason(health: dict[str, Any] | None, max_age: float | None) -> tuple[str, str] | None:
-    """(state, reason) when the health report fails the host: a FAIL verdict (the first failed
-    check and its fix), or, with a maximum age, no report or one older than it."""
-    if health is not None and health["verdict"] == "fail":
-        first = health["failed"][0]
-        more = len(health["failed"]) - 1
-        also = f"; and {more} more failed check(s)" if more else ""
-        age = age_text(health["age_seconds"])
-        return (
-            "health_failed",
-            f"health: {first['name']}: {first['fix'] or first['saw']}{also} (tier "
-            f"{health['tier']}, {age} ago)",
-        )
+    """(state, reason) when the health reports fail the host: a FAIL verdict of either (the
+    first failed check and its fix, each report's), or, with a maximum age, no report of root's
+    or one older than it (the account's tier 2 runs daily and stands in for no root report)."""
+    reports = health["reports"] if health is not None else []
+    failed = [report for report in reports if report["verdict"] == "fail"]
+    if failed:  # root's first: the one that stands
+        return "health_failed", "health: " + "; also ".join(map(_failed_text, failed))
     if max_age is None:
         return None
-    if health is None:
-        return "health_missing", f"health: no report (--health-max-age {age_text(max_age)})"
-    if health["age_seconds"] > max_age:
+    root = next((r for r in reports if r["tier"] in ROOT_TIERS), None)
+    if root is None:
+        only = "; the smoke account's tier 2 does not stand in for it" if reports else ""
+        return (
+            "health_missing",
+            f"health: no report (--health-max-age {age_text(max_age)}){only}",
+        )
+    if root["age_seconds"] > max_age:
         return (
             "health_stale",
-            f"health: the last report is {age_text(health['age_seconds'])} old, older than "
+            f"health: the last report is {age_text(root['age_seconds'])} old, older than "
             f"--health-max-age {age_text(max_age)}",
         )
     return None
@@ -233,7 +260,8 @@ def host_state(
     """(state, reason) of one host; the reason is None only for a ready host.
 
     The rollout record's state wins when present (with any unusable record named after its
-    reason); then unusable records (malformed input fails the host); then the smoke report:
+    reason); then unusable records (malformed input fails the host, and a health FAIL is named
+    after them); then the smoke report:
     none, failed, or passed; then the ROCm release the rollout read from the host against the
     configured one; then the latest health report: a FAIL verdict fails the host, and so does a
     missing or stale one when a maximum age is given; else the host is ready.
@@ -244,7 +272,10 @@ def host_state(
         reason = f"{label}: {rollout['reason']}" if rollout["reason"] else label
         return rollout["state"], "; also ".join([reason, *rec.problems])
     if rec.problems:
-        return "unreadable", "; ".join(rec.problems)
+        # A health FAIL is named too: an unusable record of the account's hides none of root's.
+        failed = _health_reason(health, None)
+        also = [failed[1]] if failed is not None else []
+        return "unreadable", "; also ".join(["; ".join(rec.problems), *also])
     says_ready = " (the rollout record says ready)" if rollout is not None else ""
     report = rec.report
     if report is None:
@@ -277,8 +308,8 @@ def _smoke_failure(report: dict[str, Any]) -> str:
 
 
 def host_checks(rec: HostRecords) -> list[dict[str, Any]]:
-    """Every check of the host's preflight record, doctor document, health report and smoke
-    report, in order."""
+    """Every check of the host's preflight record, doctor document, health reports (root's, then
+    the smoke account's tier 2) and smoke report, in order."""
     checks: list[dict[str, Any]] = []
     for check in (rec.preflight or {}).get("checks", []):
         checks.append(_check("preflight", check["name"], check["status"], check["detail"], None))
@@ -286,9 +317,10 @@ def host_checks(rec: HostRecords) -> list[dict[str, Any]]:
     for check in doctor.get("checks", []):
         saw = " | ".join([check["saw"], *check["evidence"]])
         checks.append(_check("doctor", check["name"], check["status"], saw, check["fix"]))
-    for check in (rec.health or {}).get("checks", []):
-        saw = " | ".join([check["saw"], *check["evidence"]])
-        checks.append(_check("health", check["name"], check["status"], saw, check["fix"]))
+    for source, health in (("health", rec.health), ("health_tier2", rec.health_tier2)):
+        for check in (health or {}).get("checks", []):
+            saw = " | ".join([check["saw"], *check["evidence"]])
+            checks.append(_check(source, check["name"], check["status"], saw, check["fix"]))
     for check in (rec.report or {}).get("checks", []):
         rank = check.get("rank")
         name = f"{check['name']}[rank {rank}]" if isinstance(rank, int) else check["name"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rocmlab.fleet.gather import FILE_KEYS
 from rocmlab.fleet.records import ROLLOUT_STATES
 from rocmlab.fleet.rules import DRIFT_FIELDS, FLEET_SCHEMA_VERSION
 
@@ -37,7 +38,7 @@ def _object(properties: dict[str, Any], nullable: bool = False) -> dict[str, Any
 
 _CHECK = _object(
     {
-        "source": {"enum": ["preflight", "doctor", "health", "smoke"]},
+        "source": {"enum": ["preflight", "doctor", "health", "health_tier2", "smoke"]},
         "name": {"type": "string"},
         "status": {"enum": ["pass", "warn", "fail", "skip", "error"]},
         "detail": {"type": "string"},
@@ -56,6 +57,17 @@ _SLOW = _object(
     },
     nullable=True,
 )
+# A health report as a host's row shows it (rocmlab.fleet.rules.health_summary).
+_HEALTH_REPORT = {
+    "verdict": {"enum": ["pass", "warn", "fail"]},
+    "tier": {"enum": [0, 1, 2]},
+    "finished": {"type": "string"},
+    "age_seconds": {"type": "number", "minimum": 0},
+    "failed": {
+        "type": "array",
+        "items": _object({"name": {"type": "string"}, "saw": {"type": "string"}, "fix": _STR}),
+    },
+}
 _HOST = _object(
     {
         "host": {"type": "string"},
@@ -63,7 +75,7 @@ _HOST = _object(
         "state": {"enum": list(HOST_STATES)},
         "reason": _STR,
         "problems": {"type": "array", "items": {"type": "string"}},
-        "files": _object({"report": _STR, "preflight": _STR, "rollout": _STR, "health": _STR}),
+        "files": _object(dict.fromkeys(FILE_KEYS, _STR)),
         "rollout": _object(
             {
                 "state": {"enum": list(ROLLOUT_STATES)},
@@ -95,18 +107,7 @@ _HOST = _object(
         "matmul_tflops": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
         "doctor": _object({"verdict": {"enum": ["pass", "warn", "fail"]}}, nullable=True),
         "health": _object(
-            {
-                "verdict": {"enum": ["pass", "warn", "fail"]},
-                "tier": {"enum": [0, 1, 2]},
-                "finished": {"type": "string"},
-                "age_seconds": {"type": "number", "minimum": 0},
-                "failed": {
-                    "type": "array",
-                    "items": _object(
-                        {"name": {"type": "string"}, "saw": {"type": "string"}, "fix": _STR}
-                    ),
-                },
-            },
+            {**_HEALTH_REPORT, "reports": {"type": "array", "items": _object(_HEALTH_REPORT)}},
             nullable=True,
         ),
         "known_good": _object(

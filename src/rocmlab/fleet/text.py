@@ -99,11 +99,17 @@ def shows_health(fleet: dict[str, Any]) -> bool:
 
 
 def health_text(host: dict[str, Any]) -> str:
-    """``PASS 4m``: the latest health verdict and its age; an em dash without a report."""
+    """``PASS 4m``: the health verdict that stands and its age, then the other tier's report
+    when there are two (``FAIL 3h (tier 0: PASS 4m)``); an em dash without a report."""
     health = host["health"]
     if health is None:
         return "\u2014"
-    return f"{health['verdict'].upper()} {age_text(health['age_seconds'])}"
+    text = f"{health['verdict'].upper()} {age_text(health['age_seconds'])}"
+    for other in health["reports"]:
+        if other["tier"] != health["tier"]:
+            age = age_text(other["age_seconds"])
+            text += f" (tier {other['tier']}: {other['verdict'].upper()} {age})"
+    return text
 
 
 def shows_known_good(fleet: dict[str, Any]) -> bool:

@@ -210,8 +210,60 @@ def write_report(report: dict[str, Any], path: Path) -> None:
     write_atomic(path, json.dumps(finite(report), indent=2) + "\n", make_parents=True)
 
 
+# How deep a doctor document may nest (it nests three levels: the document, a check, its
+# evidence); the fleet report reads a smoke report, which embeds it, to 64 levels.
+DOCTOR_MAX_DEPTH = 16
+_DOCTOR_STATUSES = ("pass", "warn", "fail", "skip", "error")
+
+
+def _depth(document: Any) -> int:
+    """How deep arrays and objects nest in ``document`` (a parsed JSON value), without
+    recursion."""
+    deepest, stack = 0, [(document, 1)]
+    while stack:
+        value, level = stack.pop()
+        children = value.values() if isinstance(value, dict) else value
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _doctor_problem(document: dict[str, Any]) -> str | None:
+    """What is wrong with a doctor document's shape, or None: the keys the fleet report reads of
+    it (rocmlab.fleet.records.read_doctor, which this package does not import), so that the
+    smoke report embedding it is one the fleet report can read."""
+    if _depth(document) > DOCTOR_MAX_DEPTH:
+        return f"arrays and objects nested deeper than any doctor document ({DOCTOR_MAX_DEPTH})"
+    if type(document.get("schema_version")) is not int or not isinstance(document.get("host"), str):
+        return "no integer 'schema_version' and string 'host'"
+    if document.get("verdict") not in ("pass", "warn", "fail"):
+        return f"'verdict' is {document.get('verdict')!r}, expected 'pass', 'warn' or 'fail'"
+    checks = document.get("checks")
+    if not isinstance(checks, list):
+        return "'checks' is not an array"
+    for index, check in enumerate(checks):
+        fits = (
+            isinstance(check, dict)
+            and all(isinstance(check.get(key), str) for key in ("name", "saw"))
+            and check.get("status") in _DOCTOR_STATUSES
+            and "fix" in check
+            and (check["fix"] is None or isinstance(check["fix"], str))
+            and isinstance(check.get("evidence"), list)
+            and all(isinstance(item, str) for item in check["evidence"])
+        )
+        if not fits:
+            return (
+                f"'checks[{index}]' is not a check (an object with strings 'name' and 'saw', "
+                f"'status' one of {', '.join(_DOCTOR_STATUSES)}, 'fix' a string or null, "
+                "'evidence' an array of strings)"
+            )
+    return None
+
+
 def load_doctor_document(path: Path) -> dict[str, Any]:
-    """The ``rocmlab doctor --json`` document in ``path``; UsageError (exit 4) if it is not one."""
+    """The ``rocmlab doctor --json`` document in ``path``; UsageError (exit 4) naming the file and
+    what is wrong if it is not one (not JSON, nested too deep, a key of the wrong type)."""
     option = f"--doctor-json {path}"
     try:
         text = path.read_text(encoding="utf-8")
@@ -222,11 +274,19 @@ def load_doctor_document(path: Path) -> dict[str, Any]:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{option}: not JSON ({exc})") from exc
+    except RecursionError:
+        raise UsageError(
+            f"{option}: not a `rocmlab doctor --json` document: arrays and objects nested "
+            f"deeper than any doctor document ({DOCTOR_MAX_DEPTH})"
+        ) from None
     if not isinstance(document, dict) or document.get("tool") != DOCTOR_TOOL:
         raise UsageError(
             f"{option}: not a `rocmlab doctor --json` document (expected a JSON object with "
             f'"tool": "{DOCTOR_TOOL}")'
         )
+    problem = _doctor_problem(document)
+    if problem is not None:
+        raise UsageError(f"{option}: not a `rocmlab doctor --json` document: {problem}")
     return document
 
 
