@@ -11,10 +11,11 @@ health_report_pick(results) -> {"content", "tier", "finished", "why"}: of the ho
 systemd_quote(arg) / systemd_split(line): one argument as an ExecStart= line needs it, and back.
 
 SETTINGS (the role's values, checked by role rocmlab against meta/settings.yml first; checked
-again here, so that a bad value never reaches a unit file): rocmlab (the CLI), flock, lock,
-account (runs tier 2), accounts (tier 0's --account), expect_gpus ("" or a number),
-interval_minutes, daily_at ("HH:MM"), state_dir, tier2_dir, textfile_dir ("" for none),
-smoke_data, smoke_dataset, smoke_args, path (PATH's directories), env_file.
+again here, so that a bad value never reaches a unit file): rocmlab (the CLI; root's tier 0 runs
+its venv's `python -I -m rocmlab`), flock, lock, account (runs tier 2), accounts (tier 0's
+--account), expect_gpus ("" or a number), interval_minutes, daily_at ("HH:MM"), state_dir,
+tier2_dir, textfile_dir ("" for none), smoke_data, smoke_dataset, smoke_args, path (PATH's
+directories), env_file.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ ABSOLUTE = re.compile(r"/(?:[A-Za-z0-9._+-]+/?)*")
 SAFE = re.compile(r"[A-Za-z0-9_./:=,+@-]+")
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 MAX_INTERVAL = 1440
+# Tier 0's PATH (root's): fixed, nothing an account can write.
+ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Tier 0's random delay: a fifth of its interval, at most this; tier 2's: this window after its
 # time of day.
 TIER0_DELAY_MAX = 300
@@ -155,7 +158,11 @@ def health_timer_plan(settings: dict) -> dict:
     locked = [flock, "-n", "-E", str(LOCKED), lock]
 
     tier0_json = f"{state_dir}/tier0.json"
-    tier0 = [*locked, rocmlab, "health", "--tier", "0", "--state-dir", state_dir]
+    # Root's Python, isolated (-I): no PYTHON* variable, no user site, nothing of the working
+    # directory on sys.path; the unit also runs it from / with a fixed PATH.
+    python = rocmlab.rsplit("/", 1)[0] + "/python"
+    tier0 = [*locked, python, "-I", "-m", "rocmlab", "health", "--tier", "0"]
+    tier0 += ["--state-dir", state_dir]
     tier0 += ["--json", tier0_json, *gpus]
     if textfile_dir:
         tier0 += ["--textfile", f"{textfile_dir}/{UNITS}-tier0.prom"]
@@ -183,6 +190,8 @@ def health_timer_plan(settings: dict) -> dict:
                 # Root: tier 0 reads this boot's kernel log, root's known-good record and the
                 # device nodes; it runs no GPU work and needs no network. Confined: it writes only
                 # its state directory and node_exporter's textfile directory.
+                "WorkingDirectory=/",
+                f"Environment={systemd_quote('PATH=' + ROOT_PATH)} LANG=C.UTF-8",
                 f"ExecStart={_exec(tier0)}",
                 f"SuccessExitStatus={LOCKED}",
                 f"TimeoutStartSec={TIMEOUTS[0]}",

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,9 +67,13 @@ def test_the_units_are_the_roles_and_each_tier_runs_its_command_under_the_lock()
     assert plan["timers"] == ROLE_VARS["__smoke_test_health_timers"]
     locked = ["/usr/bin/flock", "-n", "-E", "75", "/var/lib/rocmlab/health/timer.lock"]
     rocmlab = SETTINGS["rocmlab"]
+    # Root's Python, isolated (test_health_root_wrappers.py runs it from a planted directory).
     assert plan["commands"][0] == [
         *locked,
-        rocmlab,
+        "/opt/rocmlab/venvs/pytorch/bin/python",
+        "-I",
+        "-m",
+        "rocmlab",
         "health",
         "--tier",
         "0",
@@ -114,6 +119,10 @@ def test_the_units_are_the_roles_and_each_tier_runs_its_command_under_the_lock()
         assert service["NoNewPrivileges"] == ["yes"]
     tier0 = lines(units["rocmlab-health-tier0.service"])
     assert "User" not in tier0  # root, confined to its two directories, without network
+    assert tier0["WorkingDirectory"] == ["/"]
+    assert tier0["Environment"] == [
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8"
+    ]
     assert tier0["ProtectSystem"] == ["strict"] and tier0["PrivateNetwork"] == ["yes"]
     assert tier0["ReadWritePaths"] == ["/var/lib/rocmlab/health -/var/lib/prometheus/node-exporter"]
     tier2 = lines(units["rocmlab-health-tier2.service"])
@@ -228,7 +237,7 @@ def test_the_units_pass_systemd_analyze_verify(tmp_path):
         pytest.skip("systemd-analyze is not installed here: the units' syntax is not verified")
     settings = dict(
         SETTINGS,
-        rocmlab="/bin/true",
+        rocmlab=str(Path(sys.executable).parent / "rocmlab"),  # its python: tier 0's
         flock=shutil.which("flock") or "/usr/bin/flock",
         account="daemon",
         accounts=["daemon"],
