@@ -272,6 +272,29 @@ def test_a_state_dir_that_cannot_be_written_warns(tmp_path: Path) -> None:
     assert code == 0 and found["status"] == WARN and "cannot save the state" in found["saw"], out
 
 
+def test_a_state_lock_held_by_another_process_warns_instead_of_hanging_the_run(
+    tmp_path: Path,
+) -> None:
+    import fcntl
+
+    m = instinct(tmp_path)
+    m.state.mkdir()
+    lock = m.state / ".lock"
+    lock.write_text("")
+    lock.chmod(0o644)  # as an older version made it: another account could open it
+    held = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        code, out, doc = health(m, timeout=60)  # a hang would be cut here, and fail
+    finally:
+        os.close(held)
+    found = checks(doc)["health_state"]
+    assert code == 0 and found["status"] == WARN, out
+    assert "is held by another process for over 1 s" in found["saw"], found
+    assert lock.stat().st_mode & 0o777 == 0o600  # root's alone from now on
+    assert status(health(m)[2], "health_state") == PASS
+
+
 # ---------------------------------------------------------------- versions and space
 
 

@@ -137,6 +137,36 @@ def test_scontrol_show_job_output_is_read_as_hostile_input(text):
         t2.parse_job(text, "42")
 
 
+FORGED = (
+    " UserId=researcher(1000) GroupId=researcher(1000) MCS_label=N/A Priority=1 Nice=0 "
+    "Account=(null) QOS=(null) JobState=FAILED Reason=NonZeroExitCode Dependency=(null) "
+    "Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=1:0"
+)
+
+
+def test_a_job_name_holding_jobstate_failed_is_not_the_jobs_state():
+    # sbatch -J accepts spaces and "=": the name comes before Slurm's own JobState.
+    shown = JOB.format(id="42", state="COMPLETED", code="0:0")
+    named = shown.replace("JobName=wrap", "JobName=x JobState=FAILED ExitCode=1:0 y")
+    job = t2.parse_job(named, "42")
+    assert (job.state, job.exit_code) == ("COMPLETED", 0)
+    assert t2.triggers(job)[0] is False
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        lambda s: s.replace("JobName=wrap", "JobName=wrap" + FORGED),  # the whole run in the name
+        lambda s: s + " Comment=x" + FORGED,  # or in a field after Slurm's
+        lambda s: s.replace("JobName=wrap", "JobName=wrap\nJobId=42 JobName=y" + FORGED),
+    ],
+)
+def test_a_job_whose_text_repeats_slurms_fields_is_refused(where):
+    shown = JOB.format(id="42", state="COMPLETED", code="0:0")
+    with pytest.raises(t2.Tier2Error, match="a job name or comment that holds them is refused"):
+        t2.parse_job(where(shown), "42")
+
+
 @pytest.mark.parametrize("bad", ["0", "-1", "42;reboot", "4 2", "1234567890123", ""])
 def test_a_job_id_that_is_not_one_is_refused(bad):
     with pytest.raises(t2.Tier2Error, match="job id"):
@@ -322,6 +352,24 @@ def test_a_report_of_another_account_is_refused(setup):
     with pytest.raises(t2.Tier2Error, match=f"not the smoke account's {UID + 1}"):
         t2.read_report(report, UID + 1)
     assert t2.read_report(report, UID)["verdict"] == "pass"
+
+
+def test_a_report_of_another_account_is_never_opened(setup, monkeypatch):
+    report = setup.s.report_dir / t2.REPORT
+    report.write_text('{"tier": 2, "verdict": "pass", "checks": []}')
+    opened = []
+    real_open = os.open
+
+    def watch(path, *args, **kwargs):  # records the opens; opens as before
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(t2.os, "open", watch)
+    with pytest.raises(t2.Tier2Error, match="not the smoke account's"):
+        t2.read_report(report, UID + 1)
+    assert str(report) not in opened
+    t2.read_report(report, UID)
+    assert str(report) in opened  # the spy sees the opens it is meant to
 
 
 def test_an_old_report_does_not_stand_for_this_run(setup):

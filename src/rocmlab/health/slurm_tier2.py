@@ -30,6 +30,7 @@ import json
 import os
 import re
 import socket
+import stat
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +38,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocmlab.common.hostread import MIB, FileReplaced, FileTooLarge, NotRegularFile, read_regular
+from rocmlab.common.hostread import (
+    MIB,
+    FileReplaced,
+    NotRegularFile,
+    read_at_most,
+    read_regular,
+)
 from rocmlab.health import slurm
 from rocmlab.health.slurm import PREFIX, SlurmGateError, node_name
 from rocmlab.health.state import write_atomically
@@ -92,20 +99,38 @@ def job_id(text: str) -> str:
     return text
 
 
+# The fields Slurm 22.05's `scontrol show job -o` prints from UserId to ExitCode, in its order
+# (src/api/job_info.c, slurm_sprint_job_info), each value one word: the user's own words (the
+# job name before them; comment, work directory, command after them) can hold spaces and "=".
+_JOB_FIELDS = re.compile(
+    r" UserId=\S+ GroupId=\S+ MCS_label=\S+ Priority=\d+ Nice=-?\d+ Account=\S+ QOS=\S+"
+    r"(?: WCKey=\S+)? JobState=(?P<state>[A-Z_]+) Reason=\S+ Dependency=\S+ Requeue=\d+"
+    r" Restarts=\d+ BatchFlag=\d+ Reboot=\d+ ExitCode=(?P<code>\d{1,3}):(?P<signal>\d{1,3})(?= |$)",
+    re.M,
+)
+
+
 def parse_job(text: str, wanted: str) -> Job:
     """The job ``wanted`` from ``scontrol show job -o`` (hostile input: bounded, the line must be
-    that job's, the state one of Slurm's, ExitCode ``N:S``)."""
+    that job's, the state one of Slurm's, ExitCode ``N:S``). The state and exit code are read
+    from Slurm's own run of fields, which must appear exactly once: a job name (or any other
+    text of the job's owner) that holds ``JobState=FAILED``, or the whole run of fields, is
+    refused, never read as the job's state."""
     text = text[: slurm.OUTPUT_LIMIT]
     line = next((ln for ln in text.splitlines() if ln.startswith(f"JobId={wanted} ")), None)
     if line is None:
         raise Tier2Error(f"scontrol show job -o {wanted} did not describe job {wanted}")
-    state = re.search(r"\sJobState=([A-Z_]+)(?:\s|$)", line)
-    code = re.search(r"\sExitCode=(\d{1,3}):(\d{1,3})(?:\s|$)", line)
-    if state is None or state[1] not in FINAL | RUNNING:
+    found = list(_JOB_FIELDS.finditer(text))
+    if len(found) != 1:
+        raise Tier2Error(
+            f"scontrol's description of job {wanted} has {len(found) or 'no'} run(s) of the "
+            "fields UserId= ... JobState= ... ExitCode=N:S; a job name or comment that holds "
+            "them is refused: nothing was done"
+        )
+    fields = found[0]
+    if fields["state"] not in FINAL | RUNNING:
         raise Tier2Error(f"scontrol's line for job {wanted} has no JobState this runner knows")
-    if code is None:
-        raise Tier2Error(f"scontrol's line for job {wanted} has no ExitCode=N:S field")
-    return Job(wanted, state[1], int(code[1]), int(code[2]))
+    return Job(wanted, fields["state"], int(fields["code"]), int(fields["signal"]))
 
 
 def triggers(job: Job) -> tuple[bool, str]:
@@ -147,27 +172,52 @@ def drain_decision(node: slurm.Node, reason: str) -> slurm.Action:
     return slurm.Action(slurm.DRAIN, f"drain {node.name}: {reason}", reason)
 
 
+def _owned(path: Path, info: os.stat_result, owner: int) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise Tier2Error(f"{path}: refused, {NotRegularFile(info.st_mode)}; root follows no link "
+                         "there")  # fmt: skip
+    if info.st_uid != owner:
+        raise Tier2Error(
+            f"{path}: refused, owned by uid {info.st_uid}, not the smoke account's {owner}"
+        )
+
+
+def read_owned(path: Path, owner: int, limit: int = REPORT_LIMIT) -> bytes:
+    """At most ``limit`` bytes of ``path``, a regular file of ``owner``: its owner and kind are
+    checked on the name (never through a link) before it is opened, and again on what was opened
+    (``O_NOFOLLOW``, the same inode), so root never opens a file of someone else's there."""
+    try:
+        before = os.lstat(path)
+    except FileNotFoundError:
+        raise Tier2Error(f"{path}: tier 2 wrote no report") from None
+    except OSError as exc:
+        raise Tier2Error(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    _owned(path, before, owner)
+    if before.st_size > limit:
+        raise Tier2Error(f"{path}: refused, over {limit} bytes")
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:  # replaced by a link, or removed, since the look
+        raise Tier2Error(f"{path}: refused, changed while it was read ({exc.strerror})") from None
+    try:
+        now = os.fstat(fd)
+        _owned(path, now, owner)
+        if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
+            raise Tier2Error(f"{path}: refused, replaced by another file while it was read")
+        data = read_at_most(fd, limit)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise Tier2Error(f"{path}: refused, over {limit} bytes")
+    return data
+
+
 def read_report(path: Path, owner: int) -> dict[str, Any]:
     """Tier 2's report as root reads it: a regular file of ``owner`` (the smoke account), never
     through a link, at most REPORT_LIMIT bytes, a JSON object of tier 2 with a verdict.
     Raises Tier2Error naming the file and why."""
-    try:
-        st = os.lstat(path)
-        data = read_regular(path, REPORT_LIMIT, follow_links=False, refuse_larger=True)
-    except FileNotFoundError:
-        raise Tier2Error(f"{path}: tier 2 wrote no report") from None
-    except (NotRegularFile, FileReplaced) as exc:
-        raise Tier2Error(f"{path}: refused, {exc}; root follows no link there") from None
-    except FileTooLarge:
-        raise Tier2Error(f"{path}: refused, over {REPORT_LIMIT} bytes") from None
-    except OSError as exc:
-        raise Tier2Error(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    if len(data) > REPORT_LIMIT:
-        raise Tier2Error(f"{path}: refused, over {REPORT_LIMIT} bytes")
-    if st.st_uid != owner:
-        raise Tier2Error(
-            f"{path}: refused, owned by uid {st.st_uid}, not the smoke account's {owner}"
-        )
+    data = read_owned(path, owner)
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
