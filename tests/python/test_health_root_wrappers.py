@@ -269,3 +269,27 @@ def test_the_timers_tier_0_unit_imports_nothing_from_its_working_directory(tmp_p
     assert not marker.exists(), marker.read_text()
     assert ran.returncode in (0, 1), ran.stdout + ran.stderr
     assert json.loads(Path(plan["reports"][0]).read_text())["tier"] == 0
+
+
+def test_the_health_check_starts_tier_2_for_a_drain_that_waits_for_it(node):
+    """The way back from a drain that needs tier 2 (a kernel log failure, maintenance, a failed
+    job): after tier 0, the wrapper starts the runner's after-boot, which waits for a reboot."""
+    from rocmlab.health import drains
+    from rocmlab.health.table import resume_tiers
+
+    context, wrappers = node
+    state = Path(context["__slurm_health_state_dir"])
+    reason = "rocmlab: kernel_log: reboot"
+    kept = drains.made("gpu1", reason, "kernel_log", 0, resume_tiers(), drains.this_boot())
+    drains.save(state, kept)
+    subprocess.run([str(wrappers["rocmlab-slurm-health"])], capture_output=True, timeout=120)
+    said = wait_for_line(state / "tier2.log", "after-boot: ", state / "none")
+    assert f"{reason!r} waits for tier 2 after a reboot" in said, said
+    # A drain tier 0 resumes by itself (needs tier 0) starts no runner.
+    (state / "tier2.log").unlink()
+    drains.save(
+        state, drains.made("gpu1", "rocmlab: gpu_count: x", "gpu_count", 0, resume_tiers(), "")
+    )
+    subprocess.run([str(wrappers["rocmlab-slurm-health"])], capture_output=True, timeout=120)
+    time.sleep(1)
+    assert not (state / "tier2.log").exists()
