@@ -176,6 +176,8 @@ def read_report(content):
         return None, None
     try:
         document = json.loads(base64.b64decode(content, validate=True).decode("utf-8"))
+    except RecursionError:
+        return None, "its report is nested too deep to be one"
     except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
         return None, f"its report is not JSON ({clip(exc, 120)})"
     if not isinstance(document, dict) or not isinstance(document.get("passed"), bool):
@@ -246,20 +248,32 @@ def never_joined(hosts, results, lost, rdzv_host, endpoint, join_timeout):
     return {host: named[host] for host in hosts if host in named}
 
 
+def number(value):
+    """VALUE when it is a number (a host wrote it), else 0."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
 def describe_allreduce(doc):
-    sizes = doc.get("sizes") or []
+    """One line of a passed report; any field of the wrong shape (a host wrote it) reads as
+    absent or 0, never as a crash."""
+    sizes = doc.get("sizes") if isinstance(doc.get("sizes"), list) else []
+    sizes = [size for size in sizes if isinstance(size, dict)]
+    pairs = doc.get("pairs") if isinstance(doc.get("pairs"), list) else []
     parts = [
-        f"{doc.get('world_size')} rank(s) on {doc.get('nodes')} node(s), "
-        f"{doc.get('backend')} on {doc.get('device_type')}"
+        clip(
+            f"{doc.get('world_size')} rank(s) on {doc.get('nodes')} node(s), "
+            f"{doc.get('backend')} on {doc.get('device_type')}"
+        )
     ]
     if sizes:
         parts.append(
-            f"exact at {len(sizes)} size(s) from {sizes[0]['bytes']} to {sizes[-1]['bytes']} "
-            f"bytes; peak busbw {doc.get('peak_busbw_gbps', 0) or 0:.3f} GB/s, latency "
-            f"{doc.get('latency_us') or 0:.1f} us"
+            f"exact at {len(sizes)} size(s) from {number(sizes[0].get('bytes'))} to "
+            f"{number(sizes[-1].get('bytes'))} bytes; peak busbw "
+            f"{number(doc.get('peak_busbw_gbps')):.3f} GB/s, latency "
+            f"{number(doc.get('latency_us')):.1f} us"
         )
     if doc.get("pairwise"):
-        parts.append(f"{len(doc.get('pairs') or [])} node pair(s) measured, none slow")
+        parts.append(f"{len(pairs)} node pair(s) measured, none slow")
     return "; ".join(parts)
 
 

@@ -288,6 +288,23 @@ def test_a_report_that_is_not_json_fails_naming_the_host() -> None:
     assert "node-b: its report is not JSON" in result["message"]
 
 
+def test_a_report_nested_too_deep_fails_naming_the_host() -> None:
+    results = passing_results()
+    results["node-b"]["report"] = base64.b64encode(b"[" * 100_000 + b"]" * 100_000).decode()
+    result = judge(results)
+    assert result["passed"] is False
+    assert "node-b: its report is nested too deep to be one" in result["message"]
+
+
+def test_a_passed_report_of_the_wrong_shape_is_described_without_a_crash() -> None:
+    results = passing_results()
+    doc = {**allreduce_doc("node-a"), "sizes": ["x", {"bytes": "many"}], "pairs": "all"}
+    doc["peak_busbw_gbps"] = "fast"
+    results["node-a"]["report"] = b64(doc)
+    message = judge(results)["message"]
+    assert "exact at 1 size(s) from 0 to 0 bytes; peak busbw 0.000 GB/s" in message
+
+
 def test_a_report_refused_on_the_host_fails_naming_the_host_and_why() -> None:
     # What rocmlab_read_report said of a link the account put where the report belongs.
     results = passing_results()
