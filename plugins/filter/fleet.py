@@ -66,12 +66,16 @@ def _masked(text):
 FROM_HOST_MAX = 300
 
 
-def _clip(text):
-    """TEXT as the host sent it, whitespace folded, cut at FROM_HOST_MAX characters."""
+# A failed task's whole message in a rollout record (it may quote what a host said).
+MESSAGE_MAX = 800
+
+
+def _clip(text, limit=FROM_HOST_MAX):
+    """TEXT as the host sent it, whitespace folded, cut at LIMIT characters."""
     text = " ".join(str(text).split())
-    if len(text) <= FROM_HOST_MAX:
+    if len(text) <= limit:
         return text
-    return f"{text[:FROM_HOST_MAX]} ... ({len(text) - FROM_HOST_MAX} more characters)"
+    return f"{text[:limit]} ... ({len(text) - limit} more characters)"
 
 
 # dpkg's words when a package's maintainer script fails (dpkg's src/main/script.c and
@@ -111,12 +115,12 @@ def fleet_failure(task, result):
     "TASK: PACKAGE (--configure): installed PACKAGE package post-installation script subprocess
     returned error exit status 1; it said: LINE | LINE" when dpkg says a maintainer script
     failed (the last lines of that script's output; apt's command line left out), else
-    "TASK: MESSAGE". Each piece the host sent is clipped (FROM_HOST_MAX)."""
+    "TASK: MESSAGE" (MESSAGE_MAX). Each piece dpkg's output gave is clipped (FROM_HOST_MAX)."""
     result = result if isinstance(result, dict) else {}
     stdout = _lines(result.get("stdout"))[-2000:]
     found = _DPKG_ERROR.search("\n".join(stdout + _lines(result.get("stderr"))[-2000:]))
     if found is None:
-        return f"{_clip(task)}: {_clip(result.get('msg') or 'failed')}"
+        return f"{_clip(task)}: {_clip(result.get('msg') or 'failed', MESSAGE_MAX)}"
     name, action, why = found.groups()
     detail = f"{_clip(name)} ({action}): {_clip(why)}"
     said = _script_output(stdout, name)
