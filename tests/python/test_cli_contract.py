@@ -159,8 +159,10 @@ def test_the_roles_checks_offer_what_the_cli_accepts() -> None:
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
-    """The roles, the lab example and the contract, copied so that a test can make them drift."""
+    """The roles, the playbooks (a fact they set is a role's to list), the lab example and the
+    contract, copied so that a test can make them drift."""
     shutil.copytree(REPO / "roles", tmp_path / "roles")
+    shutil.copytree(REPO / "playbooks", tmp_path / "playbooks")
     shutil.copytree(REPO / "inventory", tmp_path / "inventory")
     shutil.copytree(REPO / "src" / "rocmlab" / "data", tmp_path / "src" / "rocmlab" / "data")
     return tmp_path
