@@ -76,6 +76,8 @@ def read_report(directory: str, name: str) -> bytes | None:
     following a link or blocking; None when there is none. Unusable otherwise."""
     try:
         dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None  # no report kept yet: check mode, or no smoke job ran on this controller
     except OSError as exc:
         raise AnsibleLookupError(f"dir: {directory!r} cannot be read ({exc.strerror})") from None
     try:

@@ -50,6 +50,13 @@ def test_a_passing_report_and_a_failed_one(tmp_path: Path) -> None:
     )
 
 
+def test_no_reports_directory_yet_is_no_report(tmp_path: Path) -> None:
+    # Check mode, or a controller where no smoke job ran: the directory was never made.
+    assert summary.line(str(tmp_path / "reports"), "ws-01") == (
+        "ws-01: no report (the smoke job did not run there)"
+    )
+
+
 def test_a_report_below_its_own_accuracy_gate_is_failed(tmp_path: Path) -> None:
     write(tmp_path, "ws-01", smoke_report("ws-01", test_accuracy=0.312, min_accuracy=0.94))
     write(tmp_path, "ws-02", smoke_report("ws-02", test_accuracy=0.94, min_accuracy=0.94))
