@@ -235,7 +235,9 @@ def _doctor_problem(document: dict[str, Any]) -> str | None:
     smoke report embedding it is one the fleet report can read."""
     if _depth(document) > DOCTOR_MAX_DEPTH:
         return f"arrays and objects nested deeper than any doctor document ({DOCTOR_MAX_DEPTH})"
-    if type(document.get("schema_version")) is not int or not isinstance(document.get("host"), str):
+    version = document.get("schema_version")
+    integer = isinstance(version, int) and not isinstance(version, bool)
+    if not integer or not isinstance(document.get("host"), str):
         return "no integer 'schema_version' and string 'host'"
     if document.get("verdict") not in ("pass", "warn", "fail"):
         return f"'verdict' is {document.get('verdict')!r}, expected 'pass', 'warn' or 'fail'"
