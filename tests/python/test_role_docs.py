@@ -24,11 +24,19 @@ _spec.loader.exec_module(role_docs)
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
-    """The roles, the lab example and the CLI's contract (which the smoke_test role copies),
-    copied so that a test can make them drift."""
+    """The roles, the lab example, the CLI's contract (which the smoke_test role copies) and the
+    support catalog with its reader, its copy and the README (which it writes into), copied so
+    that a test can make them drift."""
     shutil.copytree(REPO / "roles", tmp_path / "roles")
     shutil.copytree(REPO / "inventory", tmp_path / "inventory")
     shutil.copytree(REPO / "src" / "rocmlab" / "data", tmp_path / "src" / "rocmlab" / "data")
+    for name in (
+        "README.md",
+        "plugins/module_utils/support_catalog.py",
+        "src/rocmlab/common/support_catalog.py",
+    ):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, tmp_path / name)
     return tmp_path
 
 
