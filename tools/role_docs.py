@@ -383,8 +383,8 @@ def folded(name: str, value: str) -> list[str]:
     """name: value as YAML, a long string folded (>-) over lines."""
     if not value:
         return [f'{name}: ""']
-    if len(name) + len(value) + 4 <= 99:
-        return [f"{name}: {json.dumps(value)}"]
+    if len(name) + len(value) + 4 <= 99 or " ".join(value.split()) != value:
+        return [f"{name}: {json.dumps(value)}"]  # one line, or spacing that folding would lose
     return [f"{name}: >-", *wrap("  ", value)]
 
 
