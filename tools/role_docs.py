@@ -2,8 +2,9 @@
 """Each role's settings have one source: meta/settings.yml (type, default, choices,
 description, and under check the rule its value must meet, which the action plugin
 rocmlab_check_settings applies on the controller). This tool checks that every default there
-equals defaults/main.yml and that no setting is declared twice (in two roles, or as a check row
-in a task file), and writes what is generated from the declarations: meta/argument_specs.yml
+equals defaults/main.yml, that no setting is declared twice (in two roles, or as a check row
+in a task file) and that the facts a role lists under publishes are the ones its tasks set, and
+writes what is generated from the declarations: meta/argument_specs.yml
 (the declaration without the checks), the "Role Variables" table of each role's README (between
 the markers below) and inventory/lab.example/group_vars/all.yml.
 
@@ -192,6 +193,60 @@ def declared_twice(roles_dir: Path) -> list[str]:
                 + (f" besides roles/{home}/{DECLARATION}" if home else "")
                 + ": declare its check once, in meta/settings.yml"
             )
+    return problems
+
+
+def set_by(node: Any) -> set[str]:
+    """The public variables (no leading _) a task file or playbook sets for what follows: the
+    names of set_fact and of register, in blocks and plays too."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key in ("ansible.builtin.set_fact", "set_fact"):
+            if isinstance(node.get(key), dict):
+                found |= {str(name) for name in node[key] if name != "cacheable"}
+        if isinstance(node.get("register"), str):
+            found.add(node["register"])
+        for value in node.values():
+            found |= set_by(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= set_by(value)
+    return {name for name in found if not name.startswith("_")}
+
+
+def published_drift(root: Path) -> list[str]:
+    """Where a role's ``publishes`` (the facts it sets for later tasks and roles, which the
+    settings check must never take for a typo when an inventory or -e sets one) disagrees with
+    what its tasks and handlers set: every public name a role's tasks set, and every name with a
+    role's prefix that a playbook sets, is listed by that role, and every listed name is set."""
+    roles_dir = root / "roles"
+    role_dirs = sorted(p for p in roles_dir.iterdir() if (p / DECLARATION).exists())
+    prefixes = sorted((p.name for p in role_dirs), key=len, reverse=True)
+    setters: dict[tuple[str, str], list[str]] = {}
+    for role_dir in role_dirs:
+        for path in sorted(role_dir.glob("tasks/*.yml")) + sorted(role_dir.glob("handlers/*.yml")):
+            for name in set_by(load_yaml(path)):
+                setters.setdefault((role_dir.name, name), []).append(str(path.relative_to(root)))
+    for path in sorted((root / "playbooks").rglob("*.yml")):
+        for name in set_by(load_yaml(path)):
+            role = next((r for r in prefixes if name.startswith(f"{r}_")), None)
+            if role is not None:
+                setters.setdefault((role, name), []).append(str(path.relative_to(root)))
+    problems = []
+    for role_dir in role_dirs:
+        role = role_dir.name
+        listed = declaration(role_dir).get("publishes") or []
+        options = spec_options(role_dir)
+        for name in sorted({n for r, n in setters if r == role} - set(listed)):
+            problems.append(
+                f"{role}: {name} is set in {', '.join(setters[(role, name)])} but not listed in "
+                f"publishes ({DECLARATION}): the settings check would refuse it as unknown"
+            )
+        for name in listed:
+            if (role, name) not in setters:
+                problems.append(f"{role}: {name} is listed in publishes but nothing sets it")
+            if name in options:
+                problems.append(f"{role}: {name} is both a setting and listed in publishes")
     return problems
 
 
@@ -583,6 +638,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted[args.root / CONTRACT_VARS] = vars_with_contract(args.root / CONTRACT_VARS, contract)
     problems += contract_drift(roles_dir / "smoke_test", contract)
     problems += declared_twice(roles_dir)
+    problems += published_drift(args.root)
     generated, stale, drifted = from_catalog(args.root)
     wanted.update(generated)
     problems += drifted

@@ -10,6 +10,11 @@ host), validates them against the declared types and choices (Ansible's own argu
 validator, as a role's entry point does) and against the declared checks
 (module_utils/settings.py), and returns, per host, the problems (one sentence each) and the
 checks that only the host itself can answer (owner: root), for the rocmlab_settings module.
+With role rocmlab's settings it also refuses what no role reads: a variable the inventory (its
+files, group_vars and host_vars), the play or the extra vars set whose name starts with a
+role's name and "_", that no meta/settings.yml declares as a setting, a fact the role publishes
+or a retired name, naming where it was set and the closest setting (a typo otherwise leaves the
+default in place without a word); rocmlab_settings_allow_unknown lists a site's own.
 Nothing is sent to any host.
 """
 
@@ -17,16 +22,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ansible import constants as C
 from ansible.errors import AnsibleError
+from ansible.inventory.helpers import sort_groups
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import combine_vars
+from ansible.vars.plugins import get_vars_from_inventory_sources, get_vars_from_path
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.settings import (
+    ALLOW_UNKNOWN,
     check_spec,
+    declared_names,
     declared_options,
     problems_of,
     retired_problems,
     truthy,
+    unknown_problems,
 )
 
 ROLES = Path(__file__).resolve().parents[2] / "roles"
@@ -88,13 +99,17 @@ class ActionModule(ActionBase):
         manager = self._task.get_variable_manager()
         play = self._task.get_play()
         hosts = list(task_vars.get("ansible_play_batch") or [task_vars["inventory_hostname"]])
-        problems, on_host = {}, {}
+        every_role = self.every_role() if limits.get(COMMON_ROLE, False) is None else {}
+        names = declared_names(every_role)
+        problems, on_host, places_of = {}, {}, {}
         for name in hosts:
             variables = self.host_variables(manager, play, name, roles, task_vars)
             templar = self._templar.copy_with_new_env(available_variables=variables)
             found, host_checks = [], []
             if limits.get(COMMON_ROLE, False) is None:
                 found += retired_problems(declarations[COMMON_ROLE].get("retired"), variables)
+                places = self.places(manager, play, name, templar, places_of)
+                found += self.unknown(every_role, names, places, variables, templar)
             for role in roles:
                 role_problems, role_host_checks = self.role_problems(
                     declarations[role], variables, templar, limits.get(role)
@@ -107,6 +122,91 @@ class ActionModule(ActionBase):
                 on_host[name] = host_checks
         result.update(changed=False, problems=problems, on_host=on_host, roles=roles)
         return result
+
+    def every_role(self):
+        """Every role's declaration, by role: the roles' names give the prefixes of their
+        variables, and their declarations every name a role reads or sets."""
+        return {
+            role.name: self.load(role / "meta" / "settings.yml")
+            for role in sorted(ROLES.iterdir())
+            if (role / "meta" / "settings.yml").is_file()
+        }
+
+    @staticmethod
+    def unknown(every_role, names, places, variables, templar):
+        """The problems of the variables in PLACES that no role declares (NAMES: the settings
+        and every declared name, module_utils settings.unknown_problems), less the site's own
+        (rocmlab_settings_allow_unknown, whose value the settings check itself checks)."""
+        try:
+            allowed = plain(templar.template(variables.get(ALLOW_UNKNOWN, [])))
+        except AnsibleError:
+            allowed = []
+        if not isinstance(allowed, list):
+            allowed = []
+        settings, known = names
+        return unknown_problems(places, every_role, known, settings, allowed)
+
+    def places(self, manager, play, name, templar, cache):
+        """Where the inventory, the play and the extra vars set each variable of host NAME:
+        {variable: [place, ...]}, in Ansible's order of precedence (VariableManager.get_vars):
+        the inventory's groups (its files, then group_vars read by the vars plugins), the host
+        (the same), the play's vars and vars_files, the extra vars. Role defaults and vars,
+        facts and registered results are none of these. CACHE keeps each group's between hosts."""
+        host = manager._inventory.get_host(name)
+        found = {}
+
+        def note(data, place):
+            for variable in data or {}:
+                found.setdefault(str(variable), [])
+                if place not in found[str(variable)]:
+                    found[str(variable)].append(place)
+
+        for group in sort_groups(host.get_groups()):
+            if group.name not in cache:
+                cache[group.name] = [
+                    (group.get_vars(), f"the inventory's vars of group {group.name}"),
+                    (self.plugin_vars(manager, group), f"group_vars/{group.name}"),
+                ]
+            for data, place in cache[group.name]:
+                note(data, place)
+        note(host.get_vars(), f"the inventory's vars of host {name}")
+        note(self.plugin_vars(manager, host), f"host_vars/{name}")
+        if play is not None:
+            note(play.get_vars(), "the play's vars")
+            for data in self.vars_files(play, templar):
+                note(data, "the play's vars_files")
+        note(manager.extra_vars, "the extra vars")
+        return found
+
+    def plugin_vars(self, manager, entity):
+        """What the vars plugins (group_vars/ and host_vars/ beside the inventory and the
+        playbook) give ENTITY, a group or a host, as VariableManager.get_vars asks them."""
+        data = get_vars_from_inventory_sources(
+            self._loader, manager._inventory._sources, [entity], "task"
+        )
+        search = self._task.get_search_path()
+        if C.PLAYBOOK_VARS_ROOT in ("bottom", "playbook_dir"):
+            search = search[:1]
+        elif C.PLAYBOOK_VARS_ROOT == "top":
+            search = [self._loader.get_basedir()] if manager.safe_basedir else []
+        for path in search:
+            data = combine_vars(data, get_vars_from_path(self._loader, path, [entity], "task"))
+        return data
+
+    def vars_files(self, play, templar):
+        """The data of each of the play's vars_files, the first found of each entry (a file
+        that cannot be found or read is Ansible's to report)."""
+        for entry in play.get_vars_files():
+            for candidate in entry if isinstance(entry, list) else [entry]:
+                try:
+                    path = self._loader.path_dwim_relative_stack(
+                        play.get_search_path(), "vars", templar.template(candidate)
+                    )
+                    data = self._loader.load_from_file(path, unsafe=True)
+                except AnsibleError:
+                    continue
+                yield from data if isinstance(data, list) else [data]
+                break
 
     def host_variables(self, manager, play, name, roles, task_vars):
         """What HOST's tasks see: its variables in this task's context (inventory, facts, play

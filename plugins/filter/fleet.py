@@ -8,6 +8,8 @@ the rollout prints them. FINDINGS holds what the preflight tasks registered:
 
   reach           wait_for_connection's result (failed: the host did not answer)
   connect_timeout rocmlab_fleet_connect_timeout
+  overdue         {"task", "timeout"} when the host's checks ran out of
+                  rocmlab_fleet_preflight_timeout (Ansible stopped TASK), or None
   settings        {"status", "detail"} of the roles' settings check, or None
   python          {"status", "detail"} of the frameworks' Python check, or None (not applicable)
   host            rocmlab_preflight's result (space, clock_offset, in_use), or None
@@ -25,6 +27,8 @@ fleet_decision(checks, skip_busy) -> {"state": go|unreachable|failed|skipped, "r
 
 What the preflight play gathers and prints around them:
 
+fleet_time_left(started, limit) -> whole seconds left of LIMIT since STARTED (at least 1): the
+Ansible task timeout that keeps a host's checks, as a whole, within their deadline
 fleet_python_detail(found) -> the python check's detail, from the frameworks' *_python_found
 (what the roles will fetch and where they write, the mirrors and space above, comes from
 downloads_preflight in plugins/filter/downloads.py)
@@ -40,7 +44,9 @@ task's message
 
 from __future__ import annotations
 
+import math
 import re
+import time
 
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import (
     leading_release,
@@ -60,12 +66,16 @@ def _masked(text):
 FROM_HOST_MAX = 300
 
 
-def _clip(text):
-    """TEXT as the host sent it, whitespace folded, cut at FROM_HOST_MAX characters."""
+# A failed task's whole message in a rollout record (it may quote what a host said).
+MESSAGE_MAX = 800
+
+
+def _clip(text, limit=FROM_HOST_MAX):
+    """TEXT as the host sent it, whitespace folded, cut at LIMIT characters."""
     text = " ".join(str(text).split())
-    if len(text) <= FROM_HOST_MAX:
+    if len(text) <= limit:
         return text
-    return f"{text[:FROM_HOST_MAX]} ... ({len(text) - FROM_HOST_MAX} more characters)"
+    return f"{text[:limit]} ... ({len(text) - limit} more characters)"
 
 
 # dpkg's words when a package's maintainer script fails (dpkg's src/main/script.c and
@@ -105,12 +115,12 @@ def fleet_failure(task, result):
     "TASK: PACKAGE (--configure): installed PACKAGE package post-installation script subprocess
     returned error exit status 1; it said: LINE | LINE" when dpkg says a maintainer script
     failed (the last lines of that script's output; apt's command line left out), else
-    "TASK: MESSAGE". Each piece the host sent is clipped (FROM_HOST_MAX)."""
+    "TASK: MESSAGE" (MESSAGE_MAX). Each piece dpkg's output gave is clipped (FROM_HOST_MAX)."""
     result = result if isinstance(result, dict) else {}
     stdout = _lines(result.get("stdout"))[-2000:]
     found = _DPKG_ERROR.search("\n".join(stdout + _lines(result.get("stderr"))[-2000:]))
     if found is None:
-        return f"{_clip(task)}: {_clip(result.get('msg') or 'failed')}"
+        return f"{_clip(task)}: {_clip(result.get('msg') or 'failed', MESSAGE_MAX)}"
     name, action, why = found.groups()
     detail = f"{_clip(name)} ({action}): {_clip(why)}"
     said = _script_output(stdout, name)
@@ -200,6 +210,14 @@ def fleet_preflight_checks(findings):
         )
         return checks
     add("reachable", "pass", f"answered in {reach.get('elapsed', 0)} s")
+    overdue = findings.get("overdue")
+    if overdue:
+        add(
+            "deadline",
+            "fail",
+            f"the host's checks did not finish within rocmlab_fleet_preflight_timeout"
+            f" ({overdue['timeout']} s): Ansible stopped '{_clip(overdue['task'])}'",
+        )
     settings = findings.get("settings")
     if settings:
         add("settings", settings["status"], settings["detail"])
@@ -253,6 +271,13 @@ def fleet_decision(checks, skip_busy=True, in_use=()):
     if in_use and skip_busy:
         return {"state": "skipped", "reason": "; ".join(in_use)}
     return {"state": "go", "reason": None}
+
+
+def fleet_time_left(started, limit):
+    """Whole seconds left of LIMIT seconds since STARTED (seconds since the epoch), at least 1
+    (Ansible reads a task timeout of 0 as none): each task of the host's checks gets it as its
+    timeout, so that they end, as a whole, within LIMIT."""
+    return max(1, math.ceil(float(started) + float(limit) - time.time()))
 
 
 def _framework(found):
@@ -360,6 +385,7 @@ class FilterModule:
             "fleet_preflight_checks": fleet_preflight_checks,
             "fleet_decision": fleet_decision,
             "fleet_python_detail": fleet_python_detail,
+            "fleet_time_left": fleet_time_left,
             "fleet_preflight_record": fleet_preflight_record,
             "fleet_not_run_reason": fleet_not_run_reason,
             "fleet_lines": fleet_lines,

@@ -4,7 +4,9 @@
 
 health_timer_units(settings) -> {unit file name: its text}: two oneshot services and their
     timers - tier 0 as root every few minutes, tier 2 as the smoke account once a day - each run
-    under `flock -n` on one lock file, so that no two runs overlap.
+    under `flock -n` on a lock of its own: root's (LOCK, root's 0600 file in root's directory) for
+    tier 0, the account's (tier2.lock in its directory) for tier 2. A run that finds its lock held
+    exits 75, which the unit reports as a failure.
 health_report_pick(results) -> {"tier", "verdict", "finished", "why"}: of the host's reports
     (the results of rocmlab_read_report, each with its item's tier), the one that stands for the
     host - root's tier 0 unless the smoke account's tier 2 is worse - as `rocmlab fleet-report`
@@ -12,10 +14,11 @@ health_report_pick(results) -> {"tier", "verdict", "finished", "why"}: of the ho
 systemd_quote(arg) / systemd_split(line): one argument as an ExecStart= line needs it, and back.
 
 SETTINGS (the role's values, checked by role rocmlab against meta/settings.yml first; checked
-again here, so that a bad value never reaches a unit file): rocmlab (the CLI), flock, lock,
-account (runs tier 2), accounts (tier 0's --account), expect_gpus ("" or a number),
-interval_minutes, daily_at ("HH:MM"), state_dir, tier2_dir, textfile_dir ("" for none),
-smoke_data, smoke_dataset, smoke_args, path (PATH's directories), env_file.
+again here, so that a bad value never reaches a unit file): rocmlab (the CLI; root's tier 0 runs
+its venv's `python -I -m rocmlab`), flock, lock, account (runs tier 2), accounts (tier 0's
+--account), expect_gpus ("" or a number), interval_minutes, daily_at ("HH:MM"), state_dir,
+tier2_dir, textfile_dir ("" for none), smoke_data, smoke_dataset, smoke_args, path (PATH's
+directories), env_file.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ import shlex
 from datetime import datetime, timezone
 
 UNITS = "rocmlab-health"
-# flock's exit code when another run holds the lock: the run is skipped, which is no failure.
+# flock's exit code when another run holds the lock: the run is skipped, and the unit fails
+# (whoever holds the lock keeps the checks from running: that is never a success).
 LOCKED = 75
 TIMES = re.compile(r"(?P<hour>[01][0-9]|2[0-3]):(?P<minute>[0-5][0-9])")
 ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,30}[$]?")
@@ -36,6 +40,8 @@ ABSOLUTE = re.compile(r"/(?:[A-Za-z0-9._+-]+/?)*")
 SAFE = re.compile(r"[A-Za-z0-9_./:=,+@-]+")
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 MAX_INTERVAL = 1440
+# Tier 0's PATH (root's): fixed, nothing an account can write.
+ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Tier 0's random delay: a fifth of its interval, at most this; tier 2's: this window after its
 # time of day.
 TIER0_DELAY_MAX = 300
@@ -147,6 +153,12 @@ def health_timer_plan(settings: dict) -> dict:
     lock = _absolute("lock", settings.get("lock"))
     state_dir = _absolute("state_dir", settings.get("state_dir"))
     tier2_dir = _absolute("tier2_dir", settings.get("tier2_dir"))
+    if (lock + "/").startswith(tier2_dir + "/"):
+        raise HealthTimerError(
+            f"lock: {json.dumps(lock)} is in tier 2's directory {json.dumps(tier2_dir)}, which "
+            "the smoke account writes. Use a path in root's directory, such as "
+            "/var/lib/rocmlab/health/tier0.lock."
+        )
     textfile_dir = settings.get("textfile_dir") or ""
     if textfile_dir:
         textfile_dir = _absolute("smoke_test_health_textfile_dir", textfile_dir)
@@ -159,10 +171,14 @@ def health_timer_plan(settings: dict) -> dict:
     gpus = _expect_gpus(settings.get("expect_gpus"))
     env_file = _absolute("env_file", settings.get("env_file"))
     path = ":".join(_absolute("PATH", d) for d in settings.get("path") or ["/usr/bin", "/bin"])
-    locked = [flock, "-n", "-E", str(LOCKED), lock]
+    locked = [flock, "-n", "-E", str(LOCKED), lock]  # root's: tier 0
 
     tier0_json = f"{state_dir}/tier0.json"
-    tier0 = [*locked, rocmlab, "health", "--tier", "0", "--state-dir", state_dir]
+    # Root's Python, isolated (-I): no PYTHON* variable, no user site, nothing of the working
+    # directory on sys.path; the unit also runs it from / with a fixed PATH.
+    python = rocmlab.rsplit("/", 1)[0] + "/python"
+    tier0 = [*locked, python, "-I", "-m", "rocmlab", "health", "--tier", "0"]
+    tier0 += ["--state-dir", state_dir]
     tier0 += ["--json", tier0_json, *gpus]
     if textfile_dir:
         tier0 += ["--textfile", f"{textfile_dir}/{UNITS}-tier0.prom"]
@@ -170,7 +186,9 @@ def health_timer_plan(settings: dict) -> dict:
         tier0 += ["--account", name]
 
     tier2_json = f"{tier2_dir}/tier2.json"
-    tier2 = [*locked, rocmlab, "health", "--tier", "2", "--state-dir", tier2_dir]
+    # The account's own lock, in its own directory: holding it stops no run of root's.
+    tier2 = [flock, "-n", "-E", str(LOCKED), f"{tier2_dir}/tier2.lock"]
+    tier2 += [rocmlab, "health", "--tier", "2", "--state-dir", tier2_dir]
     tier2 += ["--json", tier2_json, "--textfile", f"{tier2_dir}/{UNITS}-tier2.prom", *gpus]
     tier2 += ["--smoke-data", smoke_data, "--smoke-dataset", str(settings.get("smoke_dataset"))]
     tier2 += [f"--smoke-arg={arg}" for arg in smoke_args]
@@ -190,8 +208,9 @@ def health_timer_plan(settings: dict) -> dict:
                 # Root: tier 0 reads this boot's kernel log, root's known-good record and the
                 # device nodes; it runs no GPU work and needs no network. Confined: it writes only
                 # its state directory and node_exporter's textfile directory.
+                "WorkingDirectory=/",
+                f"Environment={systemd_quote('PATH=' + ROOT_PATH)} LANG=C.UTF-8",
                 f"ExecStart={_exec(tier0)}",
-                f"SuccessExitStatus={LOCKED}",
                 f"TimeoutStartSec={TIMEOUTS[0]}",
                 "Nice=10",
                 "IOSchedulingClass=idle",
@@ -239,7 +258,6 @@ def health_timer_plan(settings: dict) -> dict:
                 f"EnvironmentFile=-{systemd_quote(env_file)}",
                 f"Environment={systemd_quote('PATH=' + path)} LANG=C.UTF-8",
                 f"ExecStart={_exec(tier2)}",
-                f"SuccessExitStatus={LOCKED}",
                 f"TimeoutStartSec={TIMEOUTS[2]}",
                 "Nice=10",
                 "UMask=0022",

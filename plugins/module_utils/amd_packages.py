@@ -24,6 +24,7 @@ import json
 import os
 import re
 
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import bounded_json
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.apt_files import (
     FileRefused,
     read_record,
@@ -59,14 +60,7 @@ def load(content: bytes | None) -> dict[str, list[str]]:
     wrong, for a ledger rocmlab did not write."""
     if content is None:
         return {}
-    if len(content) > MAX_BYTES:
-        raise ValueError(f"it is over {MAX_BYTES} bytes")
-    try:
-        data = json.loads(content.decode("utf-8"))
-    except RecursionError as err:
-        raise ValueError("it is nested too deep to be a ledger") from err
-    except (UnicodeDecodeError, ValueError) as err:
-        raise ValueError(f"it is not JSON ({err})") from err
+    data = bounded_json.parse(content, MAX_BYTES, "a ledger")
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"it is not a ledger of AMD's packages of format {FORMAT}")
     packages = data.get("packages")

@@ -22,7 +22,7 @@ import json
 import os
 import re
 
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils import amd_packages
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import amd_packages, bounded_json
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.apt_files import Record
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import (
     release_key,
@@ -148,14 +148,7 @@ def record(previous: dict | None, current: dict, now: str) -> tuple[dict, bool]:
 
 def load(content: bytes) -> dict:
     """A record read back from the host (bounded by the caller); ValueError saying what is wrong."""
-    if len(content) > MAX_BYTES:
-        raise ValueError(f"it is over {MAX_BYTES} bytes")
-    try:
-        data = json.loads(content.decode("utf-8"))
-    except RecursionError as err:
-        raise ValueError("it is nested too deep to be a known-good record") from err
-    except (UnicodeDecodeError, ValueError) as err:
-        raise ValueError(f"it is not JSON ({err})") from err
+    data = bounded_json.parse(content, MAX_BYTES, "a known-good record")
     if not isinstance(data, dict) or data.get("format") not in FORMATS:
         raise ValueError(
             f"it is not a known-good record of format {' or '.join(map(str, FORMATS))}"

@@ -15,6 +15,7 @@ and what is accepted.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import optparse
@@ -333,6 +334,12 @@ CREDENTIALS_ACCEPTED = (
 )
 
 
+URL_PARTS_ACCEPTED = (
+    "Use scheme://host[:port][/path][?query]: no ';' parameters (';proxy=' and the like, which "
+    "clients read as options) and no '#' fragment."
+)
+
+
 def url_problem(value, spec):
     """Why VALUE is not an acceptable URL, or None."""
     schemes = spec.get("schemes") or ["https", "http"]
@@ -344,6 +351,10 @@ def url_problem(value, spec):
         ]
         return f"is not an {' or '.join(n if n == 'http(s)' else n + '://' for n in names)} URL"
     host, rest = match.group("host"), match.group("rest") or ""
+    marks = ((";", "parameters (;)"), ("#", "a fragment (#)"))
+    parts = [what for mark, what in marks if mark in rest]
+    if parts:
+        return f"carries {' and '.join(parts)}"
     if match.group("scheme") == "file":
         if host or match.group("userinfo") is not None or not rest.startswith("/"):
             return "is not a file:///absolute/path URL"
@@ -481,6 +492,8 @@ def problems_of(spec):
         why = url_problem(value, spec)
         if why and why.startswith("carries credentials"):
             return bad(why, CREDENTIALS_ACCEPTED)
+        if why and why.startswith("carries "):
+            return bad(why, URL_PARTS_ACCEPTED)
         return bad(why) if why else []
     raise ValueError(f"{name}: unknown kind {kind!r}")
 
@@ -672,6 +685,17 @@ def declaration_problems(declaration, values):
     return problems
 
 
+def declared_names(declarations):
+    """The settings of DECLARATIONS ({role: its meta/settings.yml}), and every name they declare:
+    the settings, the facts the roles publish (``publishes``) and the retired names."""
+    settings, known = set(), set()
+    for declaration in declarations.values():
+        settings |= set(declared_options(declaration))
+        known |= set((declaration or {}).get("publishes") or [])
+        known |= set((declaration or {}).get("retired") or {})
+    return settings, known | settings
+
+
 def retired_problems(retired, names):
     """A problem for each setting of RETIRED ({name: what to set instead}, a declaration's
     ``retired``) that NAMES (the variables a host has) still sets: the roles no longer read it,
@@ -681,6 +705,47 @@ def retired_problems(retired, names):
         for name in sorted(retired or {})
         if name in names
     ]
+
+
+# How close the rest of a name (after its role's prefix) must be to a setting's to be offered as
+# "did you mean" (difflib's ratio). The prefix is left out: shared by all of a role's settings,
+# it would make unrelated names look close (rocm_repo_site_owner and rocm_repo_suite).
+CLOSE_ENOUGH = 0.75
+ALLOW_UNKNOWN = "rocmlab_settings_allow_unknown"
+
+
+def unknown_problems(places, roles, known, settings, allowed=()):
+    """A problem for each variable of PLACES ({name: [where it was set, ...]}: the inventory, the
+    play, the extra vars) whose name starts with a role's prefix (ROLES: the roles' names, each
+    followed by "_") and that is none of KNOWN (the roles' settings, the facts they publish, the
+    retired names) and not one of ALLOWED (the site's own, rocmlab_settings_allow_unknown): no
+    role reads it, so a typo would leave the default in place without a word. Each names the
+    closest of SETTINGS with the same prefix (difflib, on the rest of the names), when one is
+    close enough."""
+    prefixes = sorted((f"{role}_" for role in roles), key=len, reverse=True)
+    problems = []
+    for name in sorted(places):
+        prefix = next((p for p in prefixes if name.startswith(p)), None)
+        if prefix is None or name in known or name in allowed:
+            continue
+        close = difflib.get_close_matches(
+            name[len(prefix) :],
+            sorted(s[len(prefix) :] for s in settings if s.startswith(prefix)),
+            n=1,
+            cutoff=CLOSE_ENOUGH,
+        )
+        hint = (
+            f"Did you mean {prefix}{close[0]}?"
+            if close
+            else f"Role {prefix[:-1]}'s settings are listed in its README."
+        )
+        shown_name = name if re.fullmatch(r"[A-Za-z0-9_]+", name) else json.dumps(name)
+        problems.append(
+            f"{shown_name}, set in {' and in '.join(places[name])}, is not a setting of any "
+            f"rocmlab role, so nothing would read it. {hint} A variable of the site's own whose "
+            f"name starts with {prefix} is accepted once listed in {ALLOW_UNKNOWN}."
+        )
+    return problems
 
 
 def truthy(value):

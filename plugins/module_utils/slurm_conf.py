@@ -6,8 +6,9 @@ gres_conf(gpus, visible, rsmi, node) -> gres.conf's text: ``AutoDetect=rsmi`` wh
     slurm-wlm-rsmi-plugin is installed, else one ``Name=gpu File=/dev/dri/renderD<minor>`` line
     per GPU ROCm is to use (gfx_detect's gpus and visible, the minor from the KFD topology).
 node_gres(slurm_conf, node) -> what slurm.conf says of the node: whether it is defined, its
-    Gres=gpu count, and whether GresTypes lists gpu. slurm.conf is the lab's, read bounded; its
-    NodeName= lines may name hosts as Slurm's host lists (``gpu[01-04,07]``).
+    Gres=gpu count, and whether GresTypes lists gpu. slurm.conf is the lab's (hostile input):
+    at most 1 MiB as read, each line split once, and its NodeName= host lists (``gpu[01-04,07]``)
+    asked whether they hold the node, never expanded.
 gres_plan(...) -> both, and the problems: the GPU count of slurm.conf against gres.conf's.
 """
 
@@ -21,8 +22,9 @@ HEADER = (
 )
 _NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _RANGE = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<ranges>[0-9,\-]+)\](?P<suffix>[^\[\]]*)$")
+_BOUND = re.compile(r"[0-9]{1,18}")
 _GPU = re.compile(r"^gpu(?::[A-Za-z0-9_.-]+)?:(?P<count>\d+)(?:\([^)]*\))?$")
-# Host lists bigger than this are not expanded (a lab's nodes; a typo like gpu[1-99999999]).
+# Host lists naming more than this are unreadable (a lab's nodes; a typo like gpu[1-99999999]).
 MAX_HOSTS = 65536
 
 
@@ -30,9 +32,10 @@ class SlurmConfError(ValueError):
     """A value the role cannot write into Slurm's files."""
 
 
-def hostlist(expression: str) -> list[str]:
-    """Slurm's host list (``a,b[1-3,05],c``) as names; [] when it cannot be read."""
-    names: list[str] = []
+def _spans(expression: str) -> list[tuple[str, int, int, int, str]] | None:
+    """Slurm's host list (``a,b[1-3,05],c``) as spans (prefix, width, first, last, suffix), a
+    plain name being (name, 0, 0, -1, ""); None when it cannot be read or names more than
+    MAX_HOSTS. Nothing is expanded: the cost follows the text, not the ranges."""
     depth, start, parts = 0, 0, []
     for i, char in enumerate(expression):
         depth += {"[": 1, "]": -1}.get(char, 0)
@@ -40,34 +43,88 @@ def hostlist(expression: str) -> list[str]:
             parts.append(expression[start:i])
             start = i + 1
     parts.append(expression[start:])
+    spans, count = [], 0
     for part in parts:
         match = _RANGE.match(part)
         if not match:
-            names.append(part)
+            spans.append((part, 0, 0, -1, ""))
+            count += 1
             continue
         for item in match["ranges"].split(","):
             low, _dash, high = item.partition("-")
-            if not low.isdigit() or (high and not high.isdigit()):
-                return []
-            width, first, last = len(low), int(low), int(high or low)
-            if last < first or last - first > MAX_HOSTS or len(names) > MAX_HOSTS:
-                return []
-            names += [
-                f"{match['prefix']}{n:0{width}d}{match['suffix']}" for n in range(first, last + 1)
-            ]
+            if not _BOUND.fullmatch(low) or (high and not _BOUND.fullmatch(high)):
+                return None
+            first, last = int(low), int(high or low)
+            count += last - first + 1
+            if last < first or count > MAX_HOSTS:
+                return None
+            spans.append((match["prefix"], len(low), first, last, match["suffix"]))
+    return spans
+
+
+def hostlist(expression: str) -> list[str]:
+    """Slurm's host list as names; [] when it cannot be read. Expands every range: for a list
+    the caller needs whole (in_hostlist asks whether it holds a name)."""
+    names: list[str] = []
+    for prefix, width, first, last, suffix in _spans(expression) or []:
+        if last < 0:
+            names.append(prefix)
+        else:
+            names += [f"{prefix}{n:0{width}d}{suffix}" for n in range(first, last + 1)]
     return names
 
 
+def in_hostlist(name: str, expression: str) -> bool:
+    """Whether Slurm's host list names NAME, as hostlist(expression) would, without expanding
+    it: each range is compared as numbers."""
+    for prefix, width, first, last, suffix in _spans(expression) or []:
+        if last < 0:
+            if name == prefix:
+                return True
+            continue
+        digits = name[len(prefix) : len(name) - len(suffix)]
+        if (
+            len(name) > len(prefix) + len(suffix)
+            and name.startswith(prefix)
+            and name.endswith(suffix)
+            and _BOUND.fullmatch(digits)
+            and first <= int(digits) <= last
+            and f"{int(digits):0{width}d}" == digits
+        ):
+            return True
+    return False
+
+
 def _pairs(line: str) -> list[tuple[str, str]]:
-    return [(k.lower(), v) for k, v in re.findall(r"(\S+?)=(\S*)", line)]
+    """The KEY=VALUE words of a line, keys lower-cased (split, not a regular expression: a line
+    of a megabyte costs a pass over it)."""
+    pairs = []
+    for word in line.split():
+        key, equals, value = word.partition("=")
+        if equals and key:
+            pairs.append((key.lower(), value))
+    return pairs
+
+
+def conf_bytes(slurm_conf: str) -> int:
+    """The size of slurm.conf as read (its text as Ansible decoded it, back to bytes)."""
+    return len(slurm_conf.encode("utf-8", "surrogateescape"))
 
 
 def node_gres(slurm_conf: str, node: str) -> dict:
-    """What slurm.conf says of ``node``: {defined, gpus (None when no Gres=gpu), gres_types}."""
-    text = slurm_conf[:CONF_LIMIT]
+    """What slurm.conf says of ``node``: {defined, gpus (None when no Gres=gpu), gres_types}.
+
+    SlurmConfError when the text read is over CONF_LIMIT bytes (whatever the host said its size
+    was)."""
+    size = conf_bytes(slurm_conf)
+    if size > CONF_LIMIT:
+        raise SlurmConfError(
+            f"slurm.conf as read is {size} bytes, over the {CONF_LIMIT} (1 MiB) rocmlab reads of "
+            "a lab's slurm.conf: move node and partition lines into Include files (not read)"
+        )
     defaults: dict[str, str] = {}
     found = {"defined": False, "gpus": None, "gres_types": False, "includes": False}
-    for raw in text.splitlines():
+    for raw in slurm_conf.splitlines():
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
@@ -85,7 +142,7 @@ def node_gres(slurm_conf: str, node: str) -> dict:
         if value.lower() == "default":
             defaults.update(fields)
             continue
-        if node not in hostlist(value):
+        if not in_hostlist(node, value):
             continue
         merged = {**defaults, **fields}
         found["defined"] = True

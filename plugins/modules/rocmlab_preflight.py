@@ -28,7 +28,9 @@ description:
   - Whether the host reaches each mirror it will use. Each of I(urls) is fetched with GET (not
     HEAD, which apt-cacher-ng serving an offline bundle answers with 503), at most 8 at once,
     through Ansible's own URL client (the environment's proxy, certificates checked), the first
-    64 KiB read and the rest left.
+    64 KiB read and the rest left. Each fetch (connection, headers and body) ends within
+    I(url_deadline) and all of them within I(fetch_deadline), however slowly a server answers;
+    a fetch still running then is answered with the URL and the deadline it reached.
   - With I(dpkg_audit), what C(dpkg --audit) says (packages half-installed or broken); with
     I(distro_rocminfo), dpkg's version of the C(rocminfo) package (the distribution's ROCm, read
     when AMD's is absent).
@@ -65,9 +67,18 @@ options:
     elements: str
     default: []
   url_timeout:
-    description: Seconds each fetch of I(urls) may take.
+    description:
+      - Seconds each fetch of I(urls) may wait for the network at a time (connecting, each read).
     type: int
     default: 20
+  url_deadline:
+    description: Seconds each fetch of I(urls) may take in all (connection, headers and body).
+    type: int
+    default: 60
+  fetch_deadline:
+    description: Seconds all the fetches of I(urls) may take together.
+    type: int
+    default: 180
   dpkg_audit:
     description: Run C(dpkg --audit) and return what it says as I(audit).
     type: bool
@@ -165,11 +176,13 @@ sessions:
        "since": "2025-01-06T09:12:00+00:00"}
 """
 
+import collections
 import datetime
 import os
+import queue
 import struct
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
@@ -364,15 +377,38 @@ def logind_sessions(run, ignore_users, own):
 
 
 FETCH_BYTES = 64 * 1024
+FETCH_AT_ONCE = 8
 
 
-def fetch(url, timeout):
+def out_of_time(url, deadline, per_host=False, started=True):
+    """The answer of a fetch that ran out of time, naming the URL and the deadline."""
+    if not per_host:
+        msg = f"{url} did not answer in full within {deadline:g} s (url_deadline)"
+    else:
+        what = "did not answer in full" if started else "was not fetched"
+        msg = f"{url} {what}: this host's fetches reached their deadline, {deadline:g} s"
+        msg += " (fetch_deadline)"
+    return {"item": url, "status": -1, "msg": f"Request failed: {msg}"}
+
+
+def fetch(url, timeout, deadline):
     """GET URL: {item, status, msg}, as a loop of ansible.builtin.uri registers it (status -1
-    when no answer came). Reads at most FETCH_BYTES of the body."""
+    when no answer came). Reads at most FETCH_BYTES of the body, and stops reading when DEADLINE
+    seconds (the whole fetch: connection, headers and body) have passed; TIMEOUT bounds each
+    wait for the network within that."""
+    expires = time.monotonic() + deadline
     try:
-        with open_url(url, method="GET", timeout=timeout, follow_redirects="safe") as answer:
-            size = len(answer.read(FETCH_BYTES))
-            status = answer.getcode()
+        with open_url(
+            url, method="GET", timeout=min(timeout, deadline), follow_redirects="safe"
+        ) as answer:
+            status, size = answer.getcode(), 0
+            while size < FETCH_BYTES:
+                if time.monotonic() >= expires:
+                    return out_of_time(url, deadline)
+                chunk = answer.read1(FETCH_BYTES - size)  # what one read of the network gives
+                if not chunk:
+                    break
+                size += len(chunk)
             return {"item": url, "status": status, "msg": f"OK ({size} bytes)"}
     except Exception as exc:  # every failure is the answer, never the module's
         status = getattr(exc, "code", None)
@@ -382,12 +418,51 @@ def fetch(url, timeout):
         return {"item": url, "status": -1, "msg": f"Request failed: {reason}"}
 
 
-def fetch_all(urls, timeout):
-    """Each URL fetched, at most 8 at once; the answers in the order of URLS."""
-    if not urls:
-        return []
-    with ThreadPoolExecutor(max_workers=min(8, len(urls))) as pool:
-        return list(pool.map(lambda url: fetch(url, timeout), urls))
+def fetch_all(urls, timeout, url_deadline, deadline):
+    """Each URL fetched, at most FETCH_AT_ONCE at once; the answers in the order of URLS.
+
+    Each fetch must end within URL_DEADLINE seconds, and all of them within DEADLINE: a fetch
+    still running then is answered as such (the URL and the deadline named) and left to its
+    thread, a daemon that the module's exit ends; a URL not started by then is answered the
+    same way. A server that trickles its answer (a byte a second, each within TIMEOUT) holds
+    the module no longer than the deadlines.
+    """
+    answers = [None] * len(urls)
+    done = queue.Queue()
+    waiting = collections.deque(range(len(urls)))
+    running = {}  # index -> when its url_deadline expires
+    host_expires = time.monotonic() + deadline
+
+    def run(index):
+        done.put((index, fetch(urls[index], timeout, url_deadline)))
+
+    while waiting or running:
+        now = time.monotonic()
+        while waiting and len(running) < FETCH_AT_ONCE and now < host_expires:
+            index = waiting.popleft()
+            running[index] = now + url_deadline
+            threading.Thread(target=run, args=(index,), daemon=True).start()
+        if not running:
+            break
+        try:
+            index, answer = done.get(timeout=max(0.0, min(*running.values(), host_expires) - now))
+        except queue.Empty:
+            now = time.monotonic()
+            for index, expires in list(running.items()):
+                if now >= host_expires and host_expires < expires:
+                    answers[index] = out_of_time(urls[index], deadline, per_host=True)
+                elif now >= expires:
+                    answers[index] = out_of_time(urls[index], url_deadline)
+                else:
+                    continue
+                del running[index]
+            continue
+        if index in running:  # not answered already as expired
+            del running[index]
+            answers[index] = answer
+    for index in waiting:
+        answers[index] = out_of_time(urls[index], deadline, per_host=True, started=False)
+    return answers
 
 
 def main():
@@ -400,6 +475,8 @@ def main():
             "ignore_users": {"type": "list", "elements": "str", "default": []},
             "urls": {"type": "list", "elements": "str", "default": []},
             "url_timeout": {"type": "int", "default": 20},
+            "url_deadline": {"type": "int", "default": 60},
+            "fetch_deadline": {"type": "int", "default": 180},
             "dpkg_audit": {"type": "bool", "default": False},
             "distro_rocminfo": {"type": "bool", "default": False},
         },
@@ -407,6 +484,9 @@ def main():
     )
     clock = time.time()
     params = module.params
+    for name in ("url_timeout", "url_deadline", "fetch_deadline"):
+        if params[name] < 1:
+            module.fail_json(msg=f"{name}: {params[name]!r}: expected a number of seconds from 1")
     processes = kfd_processes(params["sysfs_root"])
     own, ignore = ancestors(), set(params["ignore_users"])
 
@@ -445,7 +525,9 @@ def main():
         kfd_processes=processes,
         sessions=sessions,
         in_use=in_use(processes, sessions),
-        fetched=fetch_all(params["urls"], params["url_timeout"]),
+        fetched=fetch_all(
+            params["urls"], params["url_timeout"], params["url_deadline"], params["fetch_deadline"]
+        ),
         audit=audit,
         rocminfo_version=rocminfo,
     )

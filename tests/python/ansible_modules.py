@@ -68,12 +68,11 @@ def venv_tool(name: str) -> str:
     return found
 
 
-def apt_env(root: Path, status: Path, sources: str) -> dict[str, str]:
-    """An environment whose APT_CONFIG shows apt the dpkg STATUS file and the SOURCES (lines of
-    a sources.list) alone, its state under ROOT; apt-get update has read the sources."""
+def apt_config(root: Path, status: Path) -> Path:
+    """An apt.conf under ROOT that shows apt the dpkg STATUS file and the sources in
+    ROOT/parts/*.list alone, its lists and cache under ROOT; its path (for APT_CONFIG)."""
     for sub in ("lists/partial", "cache/archives/partial", "parts"):
         (root / sub).mkdir(parents=True, exist_ok=True)
-    (root / "parts" / "fixture.list").write_text(sources)
     (root / "apt.conf").write_text(
         f"""\
 Dir::State::status "{status}";
@@ -94,7 +93,15 @@ APT::Sandbox::User "root";
 Debug::NoLocking "true";
 """
     )
-    env = dict(os.environ, APT_CONFIG=str(root / "apt.conf"), LC_ALL="C.UTF-8")
+    return root / "apt.conf"
+
+
+def apt_env(root: Path, status: Path, sources: str) -> dict[str, str]:
+    """An environment whose APT_CONFIG (apt_config) shows apt the dpkg STATUS file and the
+    SOURCES (lines of a sources.list) alone; apt-get update has read the sources."""
+    config = apt_config(root, status)
+    (root / "parts" / "fixture.list").write_text(sources)
+    env = dict(os.environ, APT_CONFIG=str(config), LC_ALL="C.UTF-8")
     update = subprocess.run(["apt-get", "update"], capture_output=True, text=True, env=env)
     assert update.returncode == 0, update.stdout + update.stderr
     return env

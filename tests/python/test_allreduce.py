@@ -305,6 +305,72 @@ def test_a_failing_rank_stops_the_others_through_their_heartbeat() -> None:
     failing.stop()
 
 
+class SlowStore:
+    """A real in-memory store (torch's HashStore) whose ``add`` takes DELAY seconds, as on a
+    loaded store host; ``beating`` is set once the heartbeat thread is inside one."""
+
+    def __init__(self, delay: float) -> None:
+        self.inner = dist.HashStore()
+        self.delay = delay
+        self.beating = threading.Event()
+
+    def add(self, key: str, value: int) -> int:
+        if threading.current_thread().name == "rocmlab-heartbeat":
+            self.beating.set()
+            time.sleep(self.delay)
+        return self.inner.add(key, value)
+
+    def set(self, key: str, value: str) -> None:
+        self.inner.set(key, value)
+
+    def get(self, key: str) -> bytes:
+        return self.inner.get(key)
+
+    def check(self, keys: list[str]) -> bool:
+        return self.inner.check(keys)
+
+
+def test_stopping_the_heartbeat_waits_for_its_store_operation_within_the_bound() -> None:
+    """A heartbeat thread still in a store operation when the interpreter exits is stopped inside
+    torch's C++ code: "terminate called without an active exception", SIGABRT (what a rank did
+    at the end of a passed run on a loaded machine). stop(wait) returns once the thread has left
+    it, and says so when the bound is too short."""
+    before = set(threading.enumerate())
+    store = SlowStore(2.0)
+    liveness = Liveness(store, store, 0, 1, 0.01)
+    liveness.start("host-0")
+    assert store.beating.wait(10)
+    assert liveness.stop(wait=0.05) is False  # still in its store operation, and said so
+    assert liveness.stop(wait=10) is True
+    assert set(threading.enumerate()) <= before
+
+
+def test_the_watchdog_ends_when_stopped_with_a_wait() -> None:
+    before = set(threading.enumerate())
+    watchdog = Watchdog(30, lambda step: None)
+    watchdog.start()
+    watchdog.step("a step")
+    assert watchdog.stop(wait=10) is True
+    assert set(threading.enumerate()) <= before
+
+
+def test_a_run_leaves_the_process_group_and_no_thread_of_its_own() -> None:
+    # In a process of its own, as a rank runs: what is left when the interpreter would exit.
+    code = (
+        "import sys, threading\n"
+        "import torch.distributed as dist\n"
+        "from rocmlab.cli import main\n"
+        "code = main(['allreduce', '--sizes', '1K', '--iters', '2', '--warmup', '1'])\n"
+        "print(sorted(t.name for t in threading.enumerate()), dist.is_initialized())\n"
+        "sys.exit(code)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "['MainThread'] False"
+
+
 def test_short_backend_errors() -> None:
     gloo = RuntimeError(
         "[/x/gloo/transport/tcp/pair.cc:553] Connection closed by peer [10.0.0.3]:41234. "

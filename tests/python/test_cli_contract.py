@@ -159,10 +159,11 @@ def test_the_roles_checks_offer_what_the_cli_accepts() -> None:
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
-    """The roles, the lab example and the contract, copied so that a test can make them drift
-    (with what else tools/role_docs.py reads and writes: the support catalog's reader, its copy
-    and the README)."""
+    """The roles, the playbooks (a fact they set is a role's to list), the lab example and the
+    contract, copied so that a test can make them drift (with what else tools/role_docs.py reads
+    and writes: the support catalog's reader, its copy and the README)."""
     shutil.copytree(REPO / "roles", tmp_path / "roles")
+    shutil.copytree(REPO / "playbooks", tmp_path / "playbooks")
     shutil.copytree(REPO / "inventory", tmp_path / "inventory")
     shutil.copytree(REPO / "src" / "rocmlab" / "data", tmp_path / "src" / "rocmlab" / "data")
     for name in (

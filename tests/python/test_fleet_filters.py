@@ -105,6 +105,35 @@ def test_the_release_line_says_what_the_rollout_will_change(installed, configure
     assert "release" not in by_name(fleet.fleet_preflight_checks(findings(host=host)))
 
 
+def test_a_host_whose_checks_outlive_the_preflight_deadline_is_set_aside_naming_it() -> None:
+    # Ansible stopped the module (its task timeout): the host's findings are what came before.
+    stopped = {"failed": True, "msg": "Task failed: Timed out after 12 second(s).", "timedout": {}}
+    checks = fleet.fleet_preflight_checks(
+        findings(host=stopped, overdue={"task": "Read the host's use, free space and clock",
+                                        "timeout": 600})
+    )  # fmt: skip
+    deadline = by_name(checks)["deadline"]
+    assert deadline == {
+        "name": "deadline",
+        "status": "fail",
+        "detail": "the host's checks did not finish within rocmlab_fleet_preflight_timeout (600 s):"
+        " Ansible stopped 'Read the host's use, free space and clock'",
+    }
+    assert [c["name"] for c in checks][:2] == ["reachable", "deadline"]
+    decision = fleet.fleet_decision(checks)
+    assert decision["state"] == "failed"
+    assert "rocmlab_fleet_preflight_timeout (600 s)" in decision["reason"]
+    assert "deadline" not in by_name(fleet.fleet_preflight_checks(findings()))
+
+
+def test_each_task_gets_what_is_left_of_the_deadline(monkeypatch) -> None:
+    monkeypatch.setattr(fleet.time, "time", lambda: 1000.0)
+    assert fleet.fleet_time_left(1000.0, 600) == 600
+    assert fleet.fleet_time_left("900.25", 600) == 501  # registered facts are strings
+    assert fleet.fleet_time_left(400.0, 600) == 1  # spent: 1 s, as Ansible reads 0 as none
+    assert fleet.fleet_time_left(0.0, 600) == 1
+
+
 def test_an_unreachable_host_has_one_check_and_is_set_aside() -> None:
     checks = fleet.fleet_preflight_checks(
         findings(
@@ -396,7 +425,7 @@ def test_other_failures_keep_their_message_clipped():
     )
     assert fleet.fleet_failure("a task", None) == "a task: failed"
     long = fleet.fleet_failure("t", {"msg": "y" * 5000})
-    assert long.endswith("... (4700 more characters)") and len(long) < 400
+    assert long.endswith("... (4200 more characters)") and len(long) < 900
 
 
 def test_a_hostile_script_output_is_bounded_and_stripped():

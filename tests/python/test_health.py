@@ -105,6 +105,21 @@ def test_a_node_recreated_with_the_wrong_group_fails(tmp_path: Path) -> None:
     assert "user_groups_udev_rules: true" in found["fix"]
 
 
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o620])
+def test_a_kfd_the_gpu_group_cannot_open_fails(tmp_path: Path, mode: int) -> None:
+    m = machine(tmp_path, "radeon-healthy")
+    os.chmod(m.ctx.dev("kfd"), mode)  # still group render: only its mode changed
+    code, out, doc = health(m, "--account", "alice")
+    assert code == 1 and doc["verdict"] == "fail", out
+    found = checks(doc)["node_group"]
+    assert found["status"] == FAIL, found
+    assert "group render may not read and write it" in found["saw"], found
+    assert "members of render cannot open it" in found["saw"]
+    assert "user_groups_udev_rules: true" in found["fix"]
+    os.chmod(m.ctx.dev("kfd"), 0o666)  # open to every account: fine whatever its group
+    assert status(health(m, "--account", "alice")[2], "node_group") == PASS
+
+
 def test_an_account_dropped_from_render_fails(tmp_path: Path) -> None:
     m = machine(tmp_path, "radeon-healthy")
     group = m.root("etc/group")
@@ -168,6 +183,60 @@ def test_a_failure_that_needs_a_reboot_keeps_failing(tmp_path: Path) -> None:
     found = checks(doc)["kernel_log"]
     assert code == 1 and found["status"] == FAIL, out
     assert "earlier this boot" in found["saw"] and "reboot" in found["fix"]
+
+
+# Each line alone as amdgpu prints it: dev_err's "amdgpu <PCI address>: amdgpu: " prefix (or
+# DRM_WARN's "[drm] " in older kernels) and the message of the format strings in
+# drivers/gpu/drm/amd/amdgpu (amdgpu_device.c: amdgpu_device_gpu_recover, amdgpu_do_asic_reset,
+# amdgpu_device_xgmi_reset_func, amdgpu_device_init, amdgpu_device_mode1_reset; nv.c, soc21.c:
+# the mode-2 reset; amdgpu_smu.c and the SMU 13 code: "Mode2 reset failed!", "Failed to mode
+# reset!"), with example values for the %d and %s. Not copied from a log.
+DEV = "amdgpu 0000:03:00.0: amdgpu: "
+RESET_FAILURES = [
+    f"{DEV}ASIC reset failed with error, -110 for drm dev, 0000:03:00.0",
+    "[drm] ASIC reset failed with error, -110 for drm dev, 0000:03:00.0",
+    "ASIC reset failed with error, -110",
+    f"{DEV}GPU reset(2) failed",
+    f"{DEV}GPU Recovery Failed: -110",
+    f"{DEV}asic reset on init failed",
+    f"{DEV}GPU pre asic reset failed with err, -110 for drm dev, 0000:03:00.0 ",
+    f"{DEV}GPU mode1 reset failed",
+    f"{DEV}GPU mode2 reset failed",
+    f"{DEV}Mode2 reset failed!",
+    "amdgpu 0000:03:00.0: Failed to mode reset!",
+    f"{DEV}GPU BACO reset failed",  # no line amdgpu prints today: the catch-all for others
+]
+
+
+@pytest.mark.parametrize("line", RESET_FAILURES)
+def test_every_amdgpu_reset_failure_fails(tmp_path: Path, line: str) -> None:
+    m = machine(tmp_path, "radeon-healthy")
+    m.log.write_text(m.log.read_text() + f"[  950.818199] {line}\n")
+    code, out, doc = health(m)
+    found = checks(doc)["kernel_log"]
+    assert code == 1 and found["status"] == FAIL, out
+    assert "GPU reset failed" in found["saw"] and "reboot" in found["fix"], found
+    assert found["evidence"] == [f"[  950.818199] {line}".strip()]
+
+
+def test_a_ring_reset_that_failed_warns_when_the_full_reset_succeeds(tmp_path: Path) -> None:
+    # amdgpu_job.c's per-ring reset first; when it fails the driver resets the whole GPU.
+    m = machine(tmp_path, "radeon-healthy")
+    steps = [
+        f"{DEV}ring gfx_0.0.0 timeout, signaled seq=2662395, emitted seq=2662397",
+        f"{DEV}Ring gfx_0.0.0 reset failed",
+        f"{DEV}GPU reset begin!",
+        f"{DEV}soft reset failed, will fallback to full reset!",
+        f"{DEV}MODE2 reset",
+        f"{DEV}GPU reset succeeded, trying to resume",
+    ]
+    m.log.write_text(m.log.read_text() + "".join(f"{s}\n" for s in steps))
+    code, out, doc = health(m)
+    found = checks(doc)["kernel_log"]
+    assert code == 0 and found["status"] == WARN, out
+    assert "ring reset failed" in found["saw"]
+    m.log.write_text(m.log.read_text() + f"{DEV}GPU Recovery Failed: -62\n")  # then it did not
+    assert status(health(m)[2], "kernel_log") == FAIL
 
 
 # ---------------------------------------------------------------- counters between runs
@@ -270,6 +339,29 @@ def test_a_state_dir_that_cannot_be_written_warns(tmp_path: Path) -> None:
     code, out, doc = health(m, "--state-dir", "/proc/rocmlab-health-state")
     found = checks(doc)["health_state"]
     assert code == 0 and found["status"] == WARN and "cannot save the state" in found["saw"], out
+
+
+def test_a_state_lock_held_by_another_process_warns_instead_of_hanging_the_run(
+    tmp_path: Path,
+) -> None:
+    import fcntl
+
+    m = instinct(tmp_path)
+    m.state.mkdir()
+    lock = m.state / ".lock"
+    lock.write_text("")
+    lock.chmod(0o644)  # as an older version made it: another account could open it
+    held = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        code, out, doc = health(m, timeout=60)  # a hang would be cut here, and fail
+    finally:
+        os.close(held)
+    found = checks(doc)["health_state"]
+    assert code == 0 and found["status"] == WARN, out
+    assert "is held by another process for over 1 s" in found["saw"], found
+    assert lock.stat().st_mode & 0o777 == 0o600  # root's alone from now on
+    assert status(health(m)[2], "health_state") == PASS
 
 
 # ---------------------------------------------------------------- versions and space

@@ -14,11 +14,12 @@ import pytest
 from health_testutil import health, machine
 
 from rocmlab.doctor.context import CommandResult
-from rocmlab.health import slurm
+from rocmlab.health import drains, slurm
+from rocmlab.health.drains import Drain
 from rocmlab.health.slurm import DRAIN, NONE, RESUME, Node, SlurmGateError
-from rocmlab.health.table import CHECKS, STATEFUL
+from rocmlab.health.table import AFTER, CHECKS, resume_tiers
 
-TIERS = {spec.name: 2 if spec.name in STATEFUL else spec.tier for spec in CHECKS}
+TIERS = resume_tiers()
 
 # The shape of Slurm 22.05's `scontrol show node -o NAME` (slurm_sprint_node_table: one line,
 # "Reason=TEXT [USER@TIME]" near its end), as Debian 12's slurmctld printed it for a drained
@@ -41,12 +42,24 @@ def line(state: str, reason: str = "") -> str:
     return LINE.format(state=state, reason=tail) + "\n"
 
 
-def report(verdict: str, tier: int = 0, failed: tuple[str, str] | None = None) -> dict:
-    checks = [{"name": "amdgpu_driver", "status": "pass", "fix": None}]
-    if failed:
-        checks.append({"name": failed[0], "status": "fail", "fix": failed[1]})
-        checks.append({"name": "disk_space", "status": "fail", "fix": "apt-get clean"})
+def report(verdict: str, tier: int = 0, failed: tuple[str, str] | None = None, **status) -> dict:
+    """A report of ``tier`` with every check of the table up to that tier (and the run's own),
+    passing unless ``failed`` (then it and disk_space fail) or ``status`` says otherwise."""
+    names = [spec.name for spec in CHECKS if spec.tier <= tier] + list(AFTER)
+    fails = {failed[0]: failed[1], "disk_space": "apt-get clean"} if failed else {}
+    checks = [
+        {"name": n, "status": status.get(n, "fail" if n in fails else "pass"), "fix": fails.get(n)}
+        for n in names
+    ]
     return {"verdict": verdict, "tier": tier, "checks": checks}
+
+
+def recorded(reason: str, tier: int = 0) -> Drain:
+    """Root's record of rocmlab's drain of gpu1 with ``reason`` (its check from the reason, as
+    the gate records the failed check), made by a report of ``tier``."""
+    named = re.match(r"rocmlab: ([a-z][a-z0-9_]*):", reason)
+    check = named[1] if named and named[1] in [*TIERS, *AFTER] else None
+    return drains.made("gpu1", reason, check, tier, TIERS, "boot-1")
 
 
 GPU_COUNT = ("gpu_count", "the kernel log; reseat the card, check its power; then reboot")
@@ -59,7 +72,11 @@ REASON = "rocmlab: gpu_count: the kernel log"
 def test_a_drained_node_is_read_with_its_reason() -> None:
     node = slurm.parse_node(line("IDLE+DRAIN", "rocmlab: gpu_count: reseat it"), "gpu1")
     assert node == Node("gpu1", "IDLE", frozenset({"DRAIN"}), "rocmlab: gpu_count: reseat it")
-    assert node.drained and node.ours and node.state == "IDLE+DRAIN"
+    assert node.drained and node.state == "IDLE+DRAIN"
+    # rocmlab's only with root's record of that drain: the words prove nothing.
+    assert not slurm.ours(node, None)
+    assert slurm.ours(node, recorded("rocmlab: gpu_count: reseat it"))
+    assert not slurm.ours(node, recorded("rocmlab: gpu_count: reseat"))
 
 
 def test_an_idle_node_has_no_reason_and_flags_are_kept() -> None:
@@ -120,40 +137,71 @@ def test_a_check_without_fix_or_with_a_strange_name_still_gives_a_reason() -> No
 # ---------------------------------------------------------------- the decisions
 
 FAIL, PASS, WARN = report("fail", failed=GPU_COUNT), report("pass"), report("warn")
+PASS2 = report("pass", tier=2)
 OPERATOR = "replacing fan, ticket 4711"
+OURS = object()  # root's record of the drain with the node's reason
 
 
 @pytest.mark.parametrize(
-    ("doc", "state", "reason", "kind"),
+    ("doc", "state", "reason", "record", "kind"),
     [
-        (FAIL, "IDLE", "", DRAIN),
-        (FAIL, "ALLOCATED", "", DRAIN),  # draining: the running job finishes
-        (FAIL, "MIXED+RESERVED", "", DRAIN),  # a reservation does not keep a broken node in use
-        (FAIL, "IDLE+DRAIN", REASON, NONE),  # already right
-        (FAIL, "IDLE+DRAIN", "rocmlab: disk_space: apt-get clean", DRAIN),  # the reason updated
-        (FAIL, "IDLE+DRAIN", OPERATOR, NONE),  # the operator's drain stays as it is
-        (FAIL, "DOWN", "Not responding", NONE),
-        (FAIL, "IDLE+FAIL", OPERATOR, NONE),
-        (PASS, "IDLE+DRAIN", REASON, RESUME),
-        (WARN, "ALLOCATED+DRAIN", REASON, RESUME),  # a warning does not keep it out
-        (PASS, "IDLE+DRAIN", OPERATOR, NONE),
-        (PASS, "IDLE+DRAIN", "rocmlab:x", NONE),  # names no check: needs tier 2
-        (PASS, "DOWN", "Not responding", NONE),
-        (PASS, "IDLE+RESERVED", "", NONE),
-        (PASS, "IDLE+MAINTENANCE+RESERVED", "", NONE),
-        (PASS, "IDLE", "", NONE),
-        (PASS, "IDLE+DRAIN", "rocmlab: smoke: docs/smoke-job.md", NONE),  # tier 2 drained it
-        (report("pass", tier=2), "IDLE+DRAIN", "rocmlab: smoke: docs/smoke-job.md", RESUME),
-        (PASS, "IDLE+DRAIN", "rocmlab: ras_errors: drain and reboot", NONE),  # rose since the last
-        (report("pass", tier=2), "IDLE+DRAIN", "rocmlab: maintenance: reboot", RESUME),
+        (FAIL, "IDLE", "", None, DRAIN),
+        (FAIL, "ALLOCATED", "", None, DRAIN),  # draining: the running job finishes
+        (FAIL, "MIXED+RESERVED", "", None, DRAIN),  # a reservation keeps no broken node in use
+        (FAIL, "IDLE+DRAIN", REASON, OURS, NONE),  # already right
+        (FAIL, "IDLE+DRAIN", "rocmlab: disk_space: apt-get clean", OURS, DRAIN),  # updated
+        (FAIL, "IDLE+DRAIN", "rocmlab: disk_space: apt-get clean", None, NONE),  # no record
+        (FAIL, "IDLE+DRAIN", OPERATOR, None, NONE),  # the operator's drain stays as it is
+        (FAIL, "IDLE+DRAIN", "rocmlab:ops firmware update", None, NONE),  # an operator's too
+        (FAIL, "DOWN", "Not responding", None, NONE),
+        (FAIL, "IDLE+FAIL", OPERATOR, None, NONE),
+        (PASS, "IDLE+DRAIN", REASON, OURS, RESUME),
+        (WARN, "ALLOCATED+DRAIN", REASON, OURS, RESUME),  # a warning does not keep it out
+        (PASS, "IDLE+DRAIN", REASON, None, NONE),  # rocmlab's words, no record: not resumed
+        (PASS, "IDLE+DRAIN", "rocmlab:ops firmware update", None, NONE),
+        (PASS2, "IDLE+DRAIN", "rocmlab:ops firmware update", None, NONE),
+        (PASS, "IDLE+DRAIN", OPERATOR, None, NONE),
+        (PASS, "IDLE+DRAIN", "rocmlab: health: see the report", OURS, NONE),  # no check: tier 2
+        (PASS, "DOWN", "Not responding", None, NONE),
+        (PASS, "IDLE+RESERVED", "", None, NONE),
+        (PASS, "IDLE+MAINTENANCE+RESERVED", "", None, NONE),
+        (PASS, "IDLE", "", None, NONE),
+        (PASS, "IDLE+DRAIN", "rocmlab: smoke: docs/smoke-job.md", OURS, NONE),  # tier 2 drained
+        (PASS2, "IDLE+DRAIN", "rocmlab: smoke: docs/smoke-job.md", OURS, RESUME),
+        (PASS, "IDLE+DRAIN", "rocmlab: ras_errors: drain and reboot", OURS, NONE),  # rose
+        (PASS2, "IDLE+DRAIN", "rocmlab: ras_errors: drain and reboot", OURS, RESUME),
+        (PASS2, "IDLE+DRAIN", "rocmlab: maintenance: reboot", OURS, RESUME),
+        # Slurm appends to the reason at a reboot (scontrol(1)): still the recorded drain.
+        (PASS, "IDLE+DRAIN", f"{REASON} : reboot issued", OURS, RESUME),
     ],
 )
-def test_what_a_verdict_does_to_a_node(doc: dict, state: str, reason: str, kind: str) -> None:
+def test_what_a_verdict_does_to_a_node(doc, state, reason, record, kind) -> None:
     node = slurm.parse_node(line(state, reason), "gpu1")
-    action = slurm.decide(doc, node, TIERS)
+    if record is OURS:
+        record = recorded(reason.removesuffix(" : reboot issued"))
+    action = slurm.decide(doc, node, TIERS, record)
     assert action.kind == kind, action.why
     if kind == DRAIN:
-        assert action.reason == REASON
+        assert action.reason == REASON and action.check == "gpu_count"
+
+
+def test_a_drain_resumes_only_on_a_report_of_its_tier_holding_its_checks_passing() -> None:
+    node = slurm.parse_node(line("IDLE+DRAIN", REASON), "gpu1")
+    by_tier_2 = recorded(REASON, tier=2)  # the tier-2 runner drained it for gpu_count
+    assert by_tier_2.needs == 2
+    assert slurm.decide(PASS, node, TIERS, by_tier_2).kind == NONE  # tier 0: not its tier
+    assert slurm.decide(PASS2, node, TIERS, by_tier_2).kind == RESUME
+    # A report without the check, or with it not passing, resumes nothing, whatever its verdict.
+    empty = {"tier": 2, "verdict": "pass", "checks": []}
+    for doc in (empty, report("pass", tier=2, gpu_count="skip")):
+        action = slurm.decide(doc, node, TIERS, by_tier_2)
+        assert action.kind == NONE and "gpu_count must pass again" in action.why, action.why
+    # Drained again for another check while drained: both must pass.
+    both = drains.made("gpu1", "rocmlab: disk_space: x", "disk_space", 0, TIERS, "b", by_tier_2)
+    assert both.checks == ("gpu_count", "disk_space") and both.needs == 2
+    again = slurm.parse_node(line("IDLE+DRAIN", "rocmlab: disk_space: x"), "gpu1")
+    assert slurm.decide(report("pass", tier=2, gpu_count="error"), again, TIERS, both).kind == NONE
+    assert slurm.decide(PASS2, again, TIERS, both).kind == RESUME
 
 
 @pytest.mark.parametrize("doc", [{}, {"verdict": "fail"}, {"verdict": "ok", "tier": 0}])
@@ -194,6 +242,53 @@ def test_gate_drains_and_runs_nothing_else() -> None:
         ["scontrol", "show", "node", "-o", "gpu1"],
         ["scontrol", "update", "NodeName=gpu1", "State=DRAIN", f"Reason={REASON}"],
     ]
+
+
+def test_gate_records_its_drain_and_forgets_it_on_resume(tmp_path: Path) -> None:
+    run = Scontrol(CommandResult(0, line("IDLE")))
+    assert slurm.gate(FAIL, "gpu1", run, TIERS, state_dir=tmp_path, boot_id="b1").kind == DRAIN
+    kept, problem = drains.load(tmp_path, "gpu1")
+    assert problem == "" and kept is not None
+    assert (kept.reason, kept.checks, kept.tier, kept.needs, kept.boot_id) == (
+        REASON, ("gpu_count",), 0, 0, "b1"
+    )  # fmt: skip
+    record = tmp_path / drains.RECORD
+    assert record.stat().st_mode & 0o777 == 0o600
+    assert '"needs": 0' in record.read_text()  # the health check wrapper greps for "needs": 2
+    run = Scontrol(CommandResult(0, line("IDLE+DRAIN", REASON)))
+    assert slurm.gate(PASS, "gpu1", run, TIERS, state_dir=tmp_path).kind == RESUME
+    assert not record.exists()
+
+
+def test_a_record_of_a_drain_an_operator_took_over_is_forgotten(tmp_path: Path) -> None:
+    drains.save(tmp_path, recorded(REASON))
+    for shown in (line("IDLE"), line("IDLE+DRAIN", OPERATOR)):  # resumed, or drained anew
+        run = Scontrol(CommandResult(0, shown))
+        assert slurm.gate(PASS, "gpu1", run, TIERS, state_dir=tmp_path).kind == NONE
+        assert not (tmp_path / drains.RECORD).exists()
+        drains.save(tmp_path, recorded(REASON))
+
+
+@pytest.mark.parametrize(
+    ("plant", "why"),
+    [
+        (lambda p: p.chmod(0o666), "others may write it"),
+        (lambda p: os.chown(p, os.getuid() + 1, -1), "not by uid"),
+        (lambda p: (p.rename(p.with_name("x")), p.symlink_to(p.with_name("x"))), "symbolic link"),
+        (lambda p: os.link(p, p.with_name("second")), "2 links"),
+        (lambda p: p.write_text('{"schema_version": 1, "node": "gpu1"}'), "not a rocmlab drain"),
+    ],
+)
+def test_a_record_root_cannot_trust_is_no_record(tmp_path: Path, plant, why: str) -> None:
+    if "not by uid" in why and os.getuid() != 0:
+        pytest.skip("only root can give a file to another account")
+    drains.save(tmp_path, recorded(REASON))
+    plant(tmp_path / drains.RECORD)
+    kept, problem = drains.load(tmp_path, "gpu1")
+    assert kept is None and why in problem, problem
+    run = Scontrol(CommandResult(0, line("IDLE+DRAIN", REASON)))
+    action = slurm.gate(PASS, "gpu1", run, TIERS, state_dir=tmp_path)
+    assert action.kind == NONE and why in action.why, action.why
 
 
 def test_gate_says_when_scontrol_is_missing_fails_or_refuses() -> None:
@@ -244,22 +339,31 @@ def test_a_failed_tier_0_drains_the_node_through_scontrol(tmp_path: Path) -> Non
     assert calls_of(calls)[-1][3].startswith(f"Reason={reason}"), calls_of(calls)
     assert f"slurm: drain node7: {calls_of(calls)[-1][3][7:]}" in out
     assert doc["verdict"] == "fail"  # the report keeps the whole verdict
+    kept, _ = drains.load(m.state, "node7")  # root's record, in the state directory
+    assert kept is not None and kept.reason == calls_of(calls)[-1][3][7:]
+    assert kept.checks == ("gpu_groups",) and kept.needs == 0
 
 
 def test_a_pass_resumes_only_rocmlabs_drain(tmp_path: Path) -> None:
     m = machine(tmp_path, "radeon-healthy", ("provisioned",))
-    scontrol, calls = fake_scontrol(tmp_path, "IDLE+DRAIN", "rocmlab: gpu_groups: x")
+    m.state.mkdir()
+    ours = "rocmlab: gpu_groups: x"
+    drains.save(m.state, drains.made("node7", ours, "gpu_groups", 0, TIERS, "b"))
+    scontrol, calls = fake_scontrol(tmp_path, "IDLE+DRAIN", ours)
     code, out, _ = health(m, "--account", "alice", "--slurm-gate", "--slurm-node", "node7",
                           "--scontrol", str(scontrol))  # fmt: skip
     assert code == 0, out
     assert calls_of(calls)[-1] == ["update", "NodeName=node7", "State=RESUME"], out
-    scontrol, calls = fake_scontrol(tmp_path, "IDLE+DRAIN", OPERATOR)
-    os.remove(tmp_path / "calls.jsonl")
-    code, out, _ = health(m, "--account", "alice", "--slurm-gate", "--slurm-node", "node7",
-                          "--scontrol", str(scontrol))  # fmt: skip
-    assert code == 0, out
-    assert calls_of(calls) == [["show", "node", "-o", "node7"]], out
-    assert "is not rocmlab's" in out
+    assert not (m.state / drains.RECORD).exists()
+    # An operator's drain, also one whose reason starts with "rocmlab:", stays.
+    for theirs in (OPERATOR, "rocmlab:ops firmware update", ours):
+        scontrol, calls = fake_scontrol(tmp_path, "IDLE+DRAIN", theirs)
+        os.remove(tmp_path / "calls.jsonl")
+        code, out, _ = health(m, "--account", "alice", "--slurm-gate", "--slurm-node", "node7",
+                              "--scontrol", str(scontrol))  # fmt: skip
+        assert code == 0, out
+        assert calls_of(calls) == [["show", "node", "-o", "node7"]], out
+        assert "is not rocmlab's" in out
 
 
 def test_an_scontrol_that_fails_is_exit_3_after_the_verdict(tmp_path: Path) -> None:

@@ -16,8 +16,11 @@ from types import SimpleNamespace
 import pytest
 from test_health_slurm import line as node_line
 
+from rocmlab.health import drains
 from rocmlab.health import slurm_tier2 as t2
+from rocmlab.health.drains import Drain
 from rocmlab.health.slurm import DRAIN, NONE, RESUME, Node
+from rocmlab.health.table import AFTER, CHECKS
 
 # The shape of Slurm 22.05's `scontrol show job -o ID` (one line; fields cut to those read and
 # their neighbours).
@@ -29,6 +32,20 @@ JOB = (
 )
 UID = os.getuid()
 REPO = Path(__file__).resolve().parents[2]
+TIER0 = [spec.name for spec in CHECKS if spec.tier == 0] + list(AFTER)
+GPU = [spec.name for spec in CHECKS if spec.tier >= 1]
+
+
+def doc(tier: int, failed: dict[str, str] | None = None) -> dict:
+    """A report of ``tier`` as rocmlab health writes one (names, statuses, fixes), every check
+    passing but ``failed`` (name -> fix)."""
+    names = TIER0 + (GPU if tier == 2 else [])
+    failed = failed or {}
+    checks = [
+        {"name": n, "status": "fail" if n in failed else "pass", "fix": failed.get(n)}
+        for n in names
+    ]
+    return {"tier": tier, "verdict": "fail" if failed else "pass", "checks": checks}
 
 
 class Slurm:
@@ -40,7 +57,8 @@ class Slurm:
         self.code = code
         self.node, self.reason = node, reason
         self.calls: list[list[str]] = []
-        self.report: object = {"tier": 2, "verdict": "pass", "checks": []}
+        self.report: object = doc(2)  # the account's tier 2
+        self.root_report: dict = doc(0)  # root's own tier 0 after it
         self.during_tier2 = None  # a callable: what an operator does while tier 2 runs
 
     def __call__(self, argv):
@@ -68,6 +86,10 @@ class Slurm:
                 report.write_text(json.dumps(self.report))
             elif callable(self.report):
                 self.report(report)
+        elif argv[1:5] == ["-I", "-m", "rocmlab", "health"]:  # root's tier 0
+            assert argv[argv.index("--tier") + 1] == "0"
+            Path(argv[argv.index("--json") + 1]).write_text(json.dumps(self.root_report))
+            ok.returncode = 1 if self.root_report["verdict"] == "fail" else 0
         else:
             raise AssertionError(argv)
         return ok
@@ -137,6 +159,36 @@ def test_scontrol_show_job_output_is_read_as_hostile_input(text):
         t2.parse_job(text, "42")
 
 
+FORGED = (
+    " UserId=researcher(1000) GroupId=researcher(1000) MCS_label=N/A Priority=1 Nice=0 "
+    "Account=(null) QOS=(null) JobState=FAILED Reason=NonZeroExitCode Dependency=(null) "
+    "Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=1:0"
+)
+
+
+def test_a_job_name_holding_jobstate_failed_is_not_the_jobs_state():
+    # sbatch -J accepts spaces and "=": the name comes before Slurm's own JobState.
+    shown = JOB.format(id="42", state="COMPLETED", code="0:0")
+    named = shown.replace("JobName=wrap", "JobName=x JobState=FAILED ExitCode=1:0 y")
+    job = t2.parse_job(named, "42")
+    assert (job.state, job.exit_code) == ("COMPLETED", 0)
+    assert t2.triggers(job)[0] is False
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        lambda s: s.replace("JobName=wrap", "JobName=wrap" + FORGED),  # the whole run in the name
+        lambda s: s + " Comment=x" + FORGED,  # or in a field after Slurm's
+        lambda s: s.replace("JobName=wrap", "JobName=wrap\nJobId=42 JobName=y" + FORGED),
+    ],
+)
+def test_a_job_whose_text_repeats_slurms_fields_is_refused(where):
+    shown = JOB.format(id="42", state="COMPLETED", code="0:0")
+    with pytest.raises(t2.Tier2Error, match="a job name or comment that holds them is refused"):
+        t2.parse_job(where(shown), "42")
+
+
 @pytest.mark.parametrize("bad", ["0", "-1", "42;reboot", "4 2", "1234567890123", ""])
 def test_a_job_id_that_is_not_one_is_refused(bad):
     with pytest.raises(t2.Tier2Error, match="job id"):
@@ -154,11 +206,13 @@ def test_the_drain_reason_names_no_check_so_only_tier_2_clears_it():
     reason = t2.job_reason(t2.Job("123456789012", "FAILED", 255, 0))
     assert reason == "rocmlab: job_failed: job 123456789012 exit 255:0, tier 2 runs"
     assert len(reason) <= 80
-    from rocmlab.health.slurm import covers, reason_check
+    from rocmlab.health.slurm import held_back
 
-    assert not covers(0, reason_check(reason), t2.tiers())
-    assert covers(2, reason_check(reason), t2.tiers())
-    assert not covers(1, reason_check(t2.MAINTENANCE_REASON), t2.tiers())
+    for drained in (reason, t2.MAINTENANCE_REASON):
+        record = drains.made("gpu1", drained, None, 2, t2.tiers(), "boot-1")
+        assert record.needs == 2
+        assert "needs tier 2" in held_back(doc(0), record)
+        assert held_back(t2.merge(doc(0), doc(2)), record) == ""
 
 
 @pytest.mark.parametrize(
@@ -210,12 +264,11 @@ def test_a_job_that_never_ends_is_given_up_on(setup):
 
 def test_a_failing_tier_2_drains_with_its_check(setup):
     fake = Slurm(setup.tmp)
-    fake.report = {
-        "tier": 2, "verdict": "fail",
-        "checks": [{"name": "smoke", "status": "fail", "fix": "read docs/smoke-job.md"}],
-    }  # fmt: skip
+    fake.report = doc(2, {"smoke": "read docs/smoke-job.md"})
     assert t2.after_job("42", setup.s, setup.io(fake)) == DRAIN
     assert fake.reason == "rocmlab: smoke: read docs/smoke-job.md"
+    kept, _ = drains.load(setup.s.state_dir, "gpu1")  # recorded: only tier 2 with smoke clears it
+    assert kept is not None and kept.checks == ("smoke",) and kept.needs == 2
 
 
 def test_cooldown_skips_a_second_failed_job(setup):
@@ -318,14 +371,32 @@ def test_main_says_why_when_the_state_directory_is_missing(tmp_path, capsys):
 
 def test_a_report_of_another_account_is_refused(setup):
     report = setup.s.report_dir / t2.REPORT
-    report.write_text('{"tier": 2, "verdict": "pass", "checks": []}')
+    report.write_text(json.dumps(doc(2)))
     with pytest.raises(t2.Tier2Error, match=f"not the smoke account's {UID + 1}"):
         t2.read_report(report, UID + 1)
     assert t2.read_report(report, UID)["verdict"] == "pass"
 
 
+def test_a_report_of_another_account_is_never_opened(setup, monkeypatch):
+    report = setup.s.report_dir / t2.REPORT
+    report.write_text(json.dumps(doc(2)))
+    opened = []
+    real_open = os.open
+
+    def watch(path, *args, **kwargs):  # records the opens; opens as before
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(t2.os, "open", watch)
+    with pytest.raises(t2.Tier2Error, match="not the smoke account's"):
+        t2.read_report(report, UID + 1)
+    assert str(report) not in opened
+    t2.read_report(report, UID)
+    assert str(report) in opened  # the spy sees the opens it is meant to
+
+
 def test_an_old_report_does_not_stand_for_this_run(setup):
-    (setup.s.report_dir / t2.REPORT).write_text('{"tier": 2, "verdict": "pass", "checks": []}')
+    (setup.s.report_dir / t2.REPORT).write_text(json.dumps(doc(2)))
     fake = Slurm(setup.tmp)
     fake.report = lambda p: None  # tier 2 died before writing
     with pytest.raises(t2.Tier2Error, match="wrote no report"):
@@ -374,8 +445,7 @@ def test_maintenance_drains_asks_a_plain_reboot_and_tier_2_after_the_boot_resume
 
 def test_maintenance_without_reboot_and_a_failing_tier_2_keeps_it_out(setup):
     fake = Slurm(setup.tmp)
-    failed = {"name": "gpu_matmul", "status": "fail", "fix": "reboot"}
-    fake.report = {"tier": 2, "verdict": "fail", "checks": [failed]}
+    fake.report = doc(2, {"gpu_matmul": "reboot"})
     io = setup.io(fake)
     assert t2.maintenance(setup.s, io, reboot=False) == "drained"
     assert not any(c[1] == "reboot" for c in fake.calls)
@@ -410,3 +480,129 @@ def test_a_run_while_another_holds_the_lock_is_skipped(tmp_path, capsys):
         os.close(held)
     out = capsys.readouterr().out
     assert out.count("another tier-2 run holds the lock: skipped") == 3, out
+
+
+# ---------------------------------------------------------------- root's verdicts are root's
+
+GPU_COUNT_REASON = "rocmlab: gpu_count: the kernel log"
+
+
+def root_drained(setup, fake, reason: str, check: str | None, tier: int = 0) -> Drain:
+    """The node drained by root's health check (tier 0) for ``check``, as the gate records it."""
+    fake.node, fake.reason = "IDLE+DRAIN", reason
+    kept = drains.made("gpu1", reason, check, tier, t2.tiers(), "boot-1")
+    drains.save(setup.s.state_dir, kept)
+    return kept
+
+
+def test_the_accounts_empty_pass_is_refused_and_roots_drain_stays(setup):
+    fake = Slurm(setup.tmp)
+    root_drained(setup, fake, GPU_COUNT_REASON, "gpu_count")
+    fake.report = {"tier": 2, "verdict": "pass", "checks": []}
+    with pytest.raises(t2.Tier2Error, match="not a whole tier-2 report: no gpu_matmul, smoke"):
+        t2.after_boot(setup.s, setup.io(fake), now=True)
+    assert (fake.node, fake.reason) == ("IDLE+DRAIN", GPU_COUNT_REASON)
+
+
+def test_roots_failure_stands_over_the_accounts_pass(setup):
+    fake = Slurm(setup.tmp)
+    root_drained(setup, fake, GPU_COUNT_REASON, "gpu_count")
+    fake.root_report = doc(0, {"gpu_count": "the kernel log; reseat the card"})
+    fake.report = doc(2)  # the account says every check passed, gpu_count too
+    assert t2.after_boot(setup.s, setup.io(fake), now=True) == NONE
+    assert (fake.node, fake.reason) == ("IDLE+DRAIN", GPU_COUNT_REASON)
+    assert any("root's tier 0 verdict: fail; together: fail" in x for x in setup.said)
+    # The GPU back: root's own tier 0 passes gpu_count, and the node comes back.
+    fake.root_report = doc(0)
+    assert t2.after_boot(setup.s, setup.io(fake), now=True) == RESUME
+    assert (fake.node, fake.reason) == ("IDLE", "")
+    assert drains.load(setup.s.state_dir, "gpu1") == (None, "")
+
+
+def test_a_ras_drain_waits_for_roots_own_counters_after_tier_2(setup):
+    fake = Slurm(setup.tmp)
+    reason = "rocmlab: ras_errors: uncorrectable errors: drain the node and reboot it"
+    assert root_drained(setup, fake, reason, "ras_errors").needs == 2
+    fake.root_report = doc(0, {"ras_errors": "drain and reboot"})  # rose during the GPU work
+    fake.report = doc(2)
+    assert t2.after_boot(setup.s, setup.io(fake), now=True) == DRAIN  # the new reason
+    assert fake.reason.startswith("rocmlab: ras_errors:") and fake.node == "IDLE+DRAIN"
+
+
+def test_the_account_can_add_a_failure_root_did_not_see(setup):
+    fake = Slurm(setup.tmp)
+    fake.report = doc(2, {"disk_space": "apt-get clean"})  # root's tier 0 passed it
+    assert t2.after_job("42", setup.s, setup.io(fake)) == DRAIN
+    assert fake.reason == "rocmlab: disk_space: apt-get clean"
+    merged = t2.merge(doc(0), doc(2, {"disk_space": "x"}))
+    assert merged["verdict"] == "fail" and merged["tier"] == 2
+
+
+def test_the_verdict_is_roots_count_not_the_accounts_word(setup):
+    lying = doc(2, {"smoke": "docs/smoke-job.md"})
+    lying["verdict"] = "pass"
+    assert t2.merge(doc(0), lying)["verdict"] == "fail"
+
+
+def test_root_runs_tier_0_itself_isolated_with_the_health_checks_arguments(setup):
+    setup.s.tier0_args = ("--expect-gpus", "4")
+    fake = Slurm(setup.tmp)
+    t2.after_job("42", setup.s, setup.io(fake))
+    root = next(c for c in fake.calls if c[1:3] == ["-I", "-m"])
+    assert root[0] == setup.s.python and root[3:7] == ["rocmlab", "health", "--tier", "0"]
+    assert root[-2:] == ["--expect-gpus", "4"]
+    assert str(setup.s.state_dir / t2.ROOT_REPORT) in root
+    # After the account's tier 2, so that its counters cover the GPU work.
+    assert fake.calls.index(root) > next(i for i, c in enumerate(fake.calls) if c[0] == "env")
+
+
+# ---------------------------------------------------------------- rocmlab's drains and the way back
+
+
+def test_an_operators_rocmlab_prefixed_drain_survives_tier_2(setup):
+    fake = Slurm(setup.tmp, node="IDLE+DRAIN", reason="rocmlab:ops firmware update")
+    assert t2.after_job("42", setup.s, setup.io(fake)) == NONE
+    assert any(c[0] == "env" for c in fake.calls)  # tier 2 ran, and passed
+    assert (fake.node, fake.reason) == ("IDLE+DRAIN", "rocmlab:ops firmware update")
+    with pytest.raises(t2.Tier2Error, match="drained by someone else"):
+        t2.maintenance(setup.s, setup.io(fake))
+    assert t2.after_boot(setup.s, setup.io(fake), now=True) == "nothing"
+    assert fake.reason == "rocmlab:ops firmware update"
+
+
+def test_a_kernel_log_drain_comes_back_by_tier_2_after_a_reboot(setup):
+    fake = Slurm(setup.tmp)
+    reason = "rocmlab: kernel_log: reboot"
+    assert root_drained(setup, fake, reason, "kernel_log").needs == 2
+    io = setup.io(fake)
+    assert t2.after_boot(setup.s, io) == "waiting"  # the wrapper's run: no reboot yet
+    assert not any(c[0] == "env" for c in fake.calls)
+    setup.clock["boot"] = "boot-2"
+    assert t2.after_boot(setup.s, io) == RESUME
+    assert (fake.node, fake.reason) == ("IDLE", "")
+    assert t2.after_boot(setup.s, io) == "nothing"
+
+
+def test_a_kernel_log_drain_comes_back_by_the_maintenance_helpers_after(setup):
+    fake = Slurm(setup.tmp)
+    root_drained(setup, fake, "rocmlab: kernel_log: reboot", "kernel_log")
+    assert t2.after_boot(setup.s, setup.io(fake), now=True) == RESUME  # --after, no reboot
+    assert (fake.node, fake.reason) == ("IDLE", "")
+
+
+def test_a_drain_an_operator_resumed_is_forgotten_by_after_boot(setup):
+    fake = Slurm(setup.tmp)
+    root_drained(setup, fake, "rocmlab: kernel_log: reboot", "kernel_log")
+    fake.node, fake.reason = "IDLE", ""
+    setup.clock["boot"] = "boot-2"
+    assert t2.after_boot(setup.s, setup.io(fake)) == "nothing"
+    assert not any(c[0] == "env" for c in fake.calls)
+    assert drains.load(setup.s.state_dir, "gpu1") == (None, "")
+
+
+def test_a_maintenance_an_older_version_noted_still_comes_back(setup):
+    fake = Slurm(setup.tmp, node="IDLE+DRAIN", reason=t2.MAINTENANCE_REASON)
+    state = setup.s.state_dir / t2.STATE_FILE
+    state.write_text(json.dumps({"maintenance_boot": "boot-0", "last_tier2": 5.0}))
+    assert t2.after_boot(setup.s, setup.io(fake)) == RESUME
+    assert "maintenance_boot" not in json.loads(state.read_text())

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import shutil
 import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -35,7 +36,7 @@ ROLE_VARS = yaml.safe_load((REPO / "roles/smoke_test/vars/main.yml").read_text()
 
 SETTINGS = {
     "rocmlab": "/opt/rocmlab/venvs/pytorch/bin/rocmlab",
-    "lock": "/var/lib/rocmlab/health/timer.lock",
+    "lock": "/var/lib/rocmlab/health/tier0.lock",
     "account": "researcher",
     "accounts": ["researcher", "alice"],
     "expect_gpus": "2",
@@ -61,15 +62,22 @@ def lines(text: str) -> dict[str, list[str]]:
     return found
 
 
-def test_the_units_are_the_roles_and_each_tier_runs_its_command_under_the_lock():
+def test_the_units_are_the_roles_and_each_tier_runs_its_command_under_its_own_lock():
     plan = ht.health_timer_plan(SETTINGS)
     assert sorted(plan["units"]) == sorted(ROLE_VARS["__smoke_test_health_units"])
     assert plan["timers"] == ROLE_VARS["__smoke_test_health_timers"]
-    locked = ["/usr/bin/flock", "-n", "-E", "75", "/var/lib/rocmlab/health/timer.lock"]
+    assert ROLE_VARS["__smoke_test_health_lock"] == SETTINGS["lock"]
+    flock = ["/usr/bin/flock", "-n", "-E", "75"]
     rocmlab = SETTINGS["rocmlab"]
+    # Root's Python, isolated (test_health_root_wrappers.py runs it from a planted directory),
+    # under root's lock.
     assert plan["commands"][0] == [
-        *locked,
-        rocmlab,
+        *flock,
+        "/var/lib/rocmlab/health/tier0.lock",
+        "/opt/rocmlab/venvs/pytorch/bin/python",
+        "-I",
+        "-m",
+        "rocmlab",
         "health",
         "--tier",
         "0",
@@ -86,8 +94,10 @@ def test_the_units_are_the_roles_and_each_tier_runs_its_command_under_the_lock()
         "--account",
         "alice",
     ]
+    # The account's run under the account's own lock, in its directory.
     assert plan["commands"][2] == [
-        *locked,
+        *flock,
+        "/var/lib/rocmlab/health/tier2/tier2.lock",
         rocmlab,
         "health",
         "--tier",
@@ -111,16 +121,68 @@ def test_the_units_are_the_roles_and_each_tier_runs_its_command_under_the_lock()
     for tier in (0, 2):
         service = lines(units[f"rocmlab-health-tier{tier}.service"])
         assert ht.systemd_split(service["ExecStart"][0]) == plan["commands"][tier]
-        assert service["Type"] == ["oneshot"] and service["SuccessExitStatus"] == ["75"]
+        assert service["Type"] == ["oneshot"]
+        assert "SuccessExitStatus" not in service  # a held lock (exit 75) fails the unit
         assert service["NoNewPrivileges"] == ["yes"]
     tier0 = lines(units["rocmlab-health-tier0.service"])
     assert "User" not in tier0  # root, confined to its two directories, without network
+    assert tier0["WorkingDirectory"] == ["/"]
+    assert tier0["Environment"] == [
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8"
+    ]
     assert tier0["ProtectSystem"] == ["strict"] and tier0["PrivateNetwork"] == ["yes"]
     assert tier0["ReadWritePaths"] == ["/var/lib/rocmlab/health -/var/lib/prometheus/node-exporter"]
     tier2 = lines(units["rocmlab-health-tier2.service"])
     assert tier2["User"] == ["researcher"]  # training never runs as root
     assert tier2["EnvironmentFile"] == ["-/etc/environment.d/90-rocmlab-gfx.conf"]
     assert tier2["Environment"] == ["PATH=/usr/local/bin:/usr/bin:/bin:/opt/rocm/bin LANG=C.UTF-8"]
+
+
+def test_a_held_lock_fails_tier_0_and_the_accounts_own_lock_does_not_stop_it(tmp_path):
+    import fcntl
+    import os
+
+    flock = shutil.which("flock") or "/usr/bin/flock"
+    settings = dict(
+        SETTINGS,
+        rocmlab=str(Path(sys.executable).parent / "rocmlab"),
+        flock=flock,
+        lock=str(tmp_path / "tier0.lock"),
+        state_dir=str(tmp_path),
+        tier2_dir=str(tmp_path / "tier2"),
+        textfile_dir="",
+        expect_gpus="0",
+        accounts=["nobody"],
+    )
+    plan = ht.health_timer_plan(settings)
+    (tmp_path / "tier2").mkdir()
+    env = {"PATH": ht.ROOT_PATH, "LANG": "C.UTF-8"}
+    # The account holds its own lock (tier 2's): root's tier 0 runs all the same.
+    theirs = os.open(plan["commands"][2][4], os.O_RDONLY | os.O_CREAT, 0o600)
+    fcntl.flock(theirs, fcntl.LOCK_EX)
+    try:
+        ran = subprocess.run(plan["commands"][0], env=env, capture_output=True, text=True,
+                             timeout=120, check=False, cwd="/")  # fmt: skip
+        assert ran.returncode in (0, 1) and "verdict:" in ran.stdout, ran.stdout + ran.stderr
+        # Tier 0's own lock held (by anyone): the run stops with 75, a failure of the unit.
+        ours = os.open(settings["lock"], os.O_RDONLY | os.O_CREAT, 0o600)
+        fcntl.flock(ours, fcntl.LOCK_EX)
+        try:
+            held = subprocess.run(plan["commands"][0], env=env, capture_output=True, text=True,
+                                  timeout=120, check=False, cwd="/")  # fmt: skip
+        finally:
+            os.close(ours)
+    finally:
+        os.close(theirs)
+    assert held.returncode == ht.LOCKED and "verdict:" not in held.stdout, held.stdout
+    service = lines(plan["units"]["rocmlab-health-tier0.service"])
+    assert str(ht.LOCKED) not in " ".join(service.get("SuccessExitStatus", []))
+
+
+def test_roots_lock_in_the_accounts_directory_is_refused():
+    bad = dict(SETTINGS, lock="/var/lib/rocmlab/health/tier2/tier0.lock")
+    with pytest.raises(ht.HealthTimerError, match="in tier 2's directory"):
+        ht.health_timer_units(bad)
 
 
 @pytest.mark.parametrize(
@@ -229,7 +291,7 @@ def test_the_units_pass_systemd_analyze_verify(tmp_path):
         pytest.skip("systemd-analyze is not installed here: the units' syntax is not verified")
     settings = dict(
         SETTINGS,
-        rocmlab="/bin/true",
+        rocmlab=str(Path(sys.executable).parent / "rocmlab"),  # its python: tier 0's
         flock=shutil.which("flock") or "/usr/bin/flock",
         account="daemon",
         accounts=["daemon"],

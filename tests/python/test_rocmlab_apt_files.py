@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from ansible.module_utils import basic
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils import apt_files
+from ansible_modules import apt_config
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "apt_update"
@@ -599,28 +600,7 @@ def test_with_the_real_apt_get_a_missing_repository_is_rolled_back(tmp_path, cap
     """apt-get itself, with an APT_CONFIG of the test's own (its own lists, status and source
     directory): a flat file: repository that does not exist fails, the one that does passes."""
     root = tmp_path / "apt"
-    for sub in ("lists/partial", "cache/archives/partial", "parts"):
-        (root / sub).mkdir(parents=True)
-    (root / "apt.conf").write_text(
-        f"""\
-Dir::State::status "{REPO}/tests/fixtures/dpkg_status/status";
-Dir::State::lists "{root}/lists";
-Dir::State::extended_states "{root}/extended_states";
-Dir::Cache "{root}/cache";
-Dir::Cache::pkgcache "";
-Dir::Cache::srcpkgcache "";
-Dir::Etc::sourcelist "{root}/parts/none.list";
-Dir::Etc::sourceparts "{root}/parts";
-Dir::Etc::preferences "{root}/parts/none.pref";
-Dir::Etc::preferencesparts "{root}/parts";
-Dir::Etc::parts "{root}/parts";
-Dir::Log "{root}";
-APT::Architecture "amd64";
-APT::Architectures {{ "amd64"; }};
-APT::Sandbox::User "root";
-Debug::NoLocking "true";
-"""
-    )
+    apt_config(root, REPO / "tests" / "fixtures" / "dpkg_status" / "status")
     monkeypatch.setenv("APT_CONFIG", str(root / "apt.conf"))
     source = root / "parts" / "fixture.list"
     good = f"deb [trusted=yes] file:{REPO}/tests/fixtures/dpkg_status ./\n"

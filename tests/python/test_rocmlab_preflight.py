@@ -227,7 +227,7 @@ def test_each_mirror_is_fetched_and_answers_in_the_order_of_the_urls(mirror: str
         f"http://127.0.0.1:{closed_port()}/x",
         f"{mirror}/moved",
     ]
-    found = preflight.fetch_all(urls, 5)
+    found = preflight.fetch_all(urls, 5, 60, 180)
     assert [f["item"] for f in found] == urls
     assert found[0] == {"item": urls[0], "status": 200, "msg": "OK (8 bytes)"}
     assert found[1]["status"] == 404 and found[1]["msg"] == "HTTP Error 404: Not Found"
@@ -237,7 +237,7 @@ def test_each_mirror_is_fetched_and_answers_in_the_order_of_the_urls(mirror: str
 
 
 def test_a_big_answer_is_read_no_further_than_64_kib(mirror: str) -> None:
-    (found,) = preflight.fetch_all([f"{mirror}/big"], 5)
+    (found,) = preflight.fetch_all([f"{mirror}/big"], 5, 60, 180)
     assert found == {"item": f"{mirror}/big", "status": 200, "msg": f"OK ({64 * 1024} bytes)"}
 
 
@@ -245,7 +245,7 @@ def test_a_mirror_that_does_not_answer_in_time_costs_its_timeout_once(mirror: st
     # Three slow mirrors fetched at once: the run takes about one timeout, not three.
     urls = [f"{mirror}/slow?{n}" for n in range(3)]
     started = time.monotonic()
-    found = preflight.fetch_all(urls, 1)
+    found = preflight.fetch_all(urls, 1, 60, 180)
     took = time.monotonic() - started
     assert [f["status"] for f in found] == [-1, -1, -1]
     assert all("timed out" in f["msg"] for f in found), found
@@ -253,7 +253,96 @@ def test_a_mirror_that_does_not_answer_in_time_costs_its_timeout_once(mirror: st
 
 
 def test_no_urls_fetch_nothing() -> None:
-    assert preflight.fetch_all([], 5) == []
+    assert preflight.fetch_all([], 5, 60, 180) == []
+
+
+# A mirror that trickles: a byte a second, each well within url_timeout, so only the deadlines
+# end the fetch (before them, a 64 KiB answer held the module for about 18 hours).
+class Trickle(http.server.BaseHTTPRequestHandler):
+    """/body: the headers at once, then a 64 KiB body a byte a second; /headers: the status line
+    and headers themselves a byte a second. Stops when the test ends (TRICKLING cleared)."""
+
+    def do_GET(self):
+        if self.path.startswith("/body"):
+            self.send_response(200)
+            self.send_header("Content-Length", str(64 * 1024))
+            self.end_headers()
+            self.wfile.flush()
+            data = b"x" * (64 * 1024)
+        else:
+            data = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        for byte in data:
+            if not TRICKLING.is_set() or threading.Event().wait(1):
+                return
+            try:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+            except OSError:  # the client gave up
+                return
+
+    def log_message(self, *args):
+        pass
+
+
+TRICKLING = threading.Event()
+
+
+@pytest.fixture
+def trickle():
+    TRICKLING.set()
+    with loopback_server(Trickle) as port:
+        yield f"http://127.0.0.1:{port}"
+        TRICKLING.clear()
+
+
+def bounded(call, seconds: float = 60):
+    """CALL's result, from a thread given SECONDS to return (a hung fetch fails the test, not
+    the whole run)."""
+    found = []
+    thread = threading.Thread(target=lambda: found.append(call()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert found, f"did not return within {seconds} s"
+    return found[0]
+
+
+def test_a_trickling_body_or_header_ends_at_the_deadline_of_its_url(trickle: str) -> None:
+    urls = [f"{trickle}/body", f"{trickle}/headers"]
+    found = bounded(lambda: preflight.fetch_all(urls, 20, 3, 180))
+    assert found == [
+        {
+            "item": url,
+            "status": -1,
+            "msg": f"Request failed: {url} did not answer in full within 3 s (url_deadline)",
+        }
+        for url in urls
+    ]
+
+
+def test_the_fetches_of_a_host_end_at_its_deadline_naming_each_url(
+    trickle: str, mirror: str
+) -> None:
+    # Ten trickling URLs, 8 at once, each with an hour to go: the host's deadline ends them all;
+    # the two never started say so. An answer that came in time keeps its place and its answer.
+    urls = [f"{mirror}/ok"] + [f"{trickle}/body?{n}" for n in range(10)]
+    found = bounded(lambda: preflight.fetch_all(urls, 20, 3600, 3))
+    assert [f["item"] for f in found] == urls
+    assert found[0] == {"item": urls[0], "status": 200, "msg": "OK (8 bytes)"}
+    reached = "this host's fetches reached their deadline, 3 s (fetch_deadline)"
+    assert [f["msg"] for f in found[1:9]] == [
+        f"Request failed: {url} did not answer in full: {reached}" for url in urls[1:9]
+    ]
+    assert [f["msg"] for f in found[9:]] == [
+        f"Request failed: {url} was not fetched: {reached}" for url in urls[9:]
+    ]
+    assert {f["status"] for f in found[1:]} == {-1}
+
+
+@pytest.mark.parametrize("name", ["url_timeout", "url_deadline", "fetch_deadline"])
+def test_a_deadline_below_a_second_is_refused_naming_it(name: str, capsys, monkeypatch) -> None:
+    result = run_module(preflight, {name: 0}, capsys, monkeypatch)
+    assert result["failed"] is True
+    assert result["msg"] == f"{name}: 0: expected a number of seconds from 1"
 
 
 DPKG_QUERY = shutil.which("dpkg-query")

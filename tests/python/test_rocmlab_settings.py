@@ -251,6 +251,26 @@ def test_urls_with_anything_else_are_refused(value, options):
     assert_refused("url", value, "some_var", **options)
 
 
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [
+        ("http://mirror.lab/rocm;proxy=http://evil:3128", "parameters (;)"),
+        ("https://mirror.lab/rocm/apt/6.4.2;type=a", "parameters (;)"),
+        ("https://mirror.lab/simple#egg=torch", "a fragment (#)"),
+        ("http://mirror.lab/x;a=b#c", "parameters (;) and a fragment (#)"),
+        ("file:///srv/mnist#frag", "a fragment (#)"),
+    ],
+)
+def test_urls_with_parameters_or_a_fragment_are_refused_naming_what(value, what):
+    found = problems("url", value, schemes=["https", "http", "file"])
+    assert found == [
+        f"some_var: \"{value}\" carries {what}. Use scheme://host[:port][/path][?query]: no ';' "
+        "parameters (';proxy=' and the like, which clients read as options) and no '#' fragment."
+    ]
+    # Where credentials are accepted (pip's sources), parameters and fragments are not.
+    assert problems("url", value, credentials="masked", schemes=["https", "http", "file"])
+
+
 def test_credentials_in_urls_are_masked_in_messages():
     text = assert_refused("url", "https://user:hunter2@mirror/ x", "***@")
     assert "hunter2" not in text
@@ -556,6 +576,69 @@ def test_a_retired_setting_still_set_is_refused_with_what_replaced_it():
         and any(name in path.read_text(errors="replace") for name in retired)
     ]
     assert users == []
+
+
+def every_declaration() -> dict:
+    return {
+        path.parent.parent.name: yaml.safe_load(path.read_text())
+        for path in sorted((REPO / "roles").glob("*/meta/settings.yml"))
+    }
+
+
+def unknown_of(places, allowed=()):
+    declarations = every_declaration()
+    names, known = settings.declared_names(declarations)
+    return settings.unknown_problems(places, declarations, known, names, allowed)
+
+
+def test_a_variable_with_a_roles_prefix_that_no_role_declares_is_refused_with_the_closest():
+    problems = unknown_of(
+        {
+            "rocmlab_fleet_seiral": ["group_vars/lab"],
+            "rocmlab_lab_cach": ["the extra vars", "host_vars/gpu01"],
+            "pytorch_rocm_version": ["group_vars/all"],  # a setting
+            "rocm_repo_files": ["host_vars/gpu01"],  # a fact role rocm_repo publishes
+            "smoke_test_report_dir": ["group_vars/all"],  # retired: refused as such, not here
+            "rocm_repo_site_owner": ["group_vars/all"],  # the site's own, allowed
+            "site_owner": ["group_vars/all"],  # no role's prefix
+        },
+        allowed=["rocm_repo_site_owner"],
+    )
+    tail = " A variable of the site's own whose name starts with {} is accepted once listed in "
+    tail += "rocmlab_settings_allow_unknown."
+    assert problems == [
+        # The longest prefix is the role's (rocmlab_fleet_, not rocmlab_).
+        "rocmlab_fleet_seiral, set in group_vars/lab, is not a setting of any rocmlab role, so "
+        "nothing would read it. Did you mean rocmlab_fleet_serial?" + tail.format("rocmlab_fleet_"),
+        "rocmlab_lab_cach, set in the extra vars and in host_vars/gpu01, is not a setting of "
+        "any rocmlab role, so nothing would read it. Did you mean rocmlab_lab_cache?"
+        + tail.format("rocmlab_"),
+    ]
+
+
+def test_only_a_close_name_is_offered_and_an_odd_name_is_shown_as_json():
+    problems = unknown_of({"rocm_repo_site_owner": ["x"], "rocm_repo_x\nInjected: y": ["x"]})
+    # rocm_repo_site_owner is not offered rocm_repo_suite (the shared prefix does not count).
+    assert [p.split(" A variable")[0] for p in problems] == [
+        "rocm_repo_site_owner, set in x, is not a setting of any rocmlab role, so nothing would "
+        "read it. Role rocm_repo's settings are listed in its README.",
+        '"rocm_repo_x\\nInjected: y", set in x, is not a setting of any rocmlab role, so '
+        "nothing would read it. Role rocm_repo's settings are listed in its README.",
+    ]
+
+
+def test_ansibles_own_variables_never_have_a_roles_prefix():
+    from ansible import constants as C
+    from ansible.vars.reserved import get_reserved_names
+
+    names = set(get_reserved_names()) | set(C.COMMON_CONNECTION_VARS)
+    names |= {name for names in C.MAGIC_VARIABLE_MAPPING.values() for name in names}
+    names |= {
+        "hostvars", "groups", "group_names", "inventory_hostname", "inventory_dir",
+        "playbook_dir", "role_path", "role_name", "omit", "ansible_play_hosts",
+        "ansible_play_batch", "ansible_facts", "ansible_check_mode", "ansible_run_tags",
+    }  # fmt: skip
+    assert unknown_of({name: ["the inventory"] for name in names}) == []
 
 
 # --- Paths rocmlab makes root's (owner: root) are checked on the host: never another

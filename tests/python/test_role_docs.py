@@ -1,8 +1,9 @@
 """The settings' single source (each role's meta/settings.yml) and what is generated from it: the
 drift check in tools/role_docs.py passes on the repository and fails when a default, the
 argument specs, a README table or the lab example changes in one place only, and when a setting
-is declared twice (in two roles, or checked by a row of its own in a task file). ansible-doc
-shows every role's settings."""
+is declared twice (in two roles, or checked by a row of its own in a task file), and when a
+role's list of the facts it publishes differs from what its tasks set. ansible-doc shows every
+role's settings."""
 
 from __future__ import annotations
 
@@ -24,10 +25,11 @@ _spec.loader.exec_module(role_docs)
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
-    """The roles, the lab example, the CLI's contract (which the smoke_test role copies) and the
-    support catalog with its reader, its copy and the README (which it writes into), copied so
-    that a test can make them drift."""
+    """The roles, the playbooks (a fact they set is a role's to list), the lab example, the CLI's
+    contract (which the smoke_test role copies) and the support catalog with its reader, its copy
+    and the README (which it writes into), copied so that a test can make them drift."""
     shutil.copytree(REPO / "roles", tmp_path / "roles")
+    shutil.copytree(REPO / "playbooks", tmp_path / "playbooks")
     shutil.copytree(REPO / "inventory", tmp_path / "inventory")
     shutil.copytree(REPO / "src" / "rocmlab" / "data", tmp_path / "src" / "rocmlab" / "data")
     for name in (
@@ -151,6 +153,31 @@ def test_a_role_without_a_declaration_is_refused(copy, capsys):
     (copy / "roles" / "user_groups" / "meta" / "settings.yml").unlink()
     assert role_docs.main(["--check", "--root", str(copy)]) == 1
     assert "user_groups: meta/settings.yml is missing" in capsys.readouterr().err
+
+
+def test_a_fact_a_role_sets_without_listing_it_is_drift(copy, capsys):
+    # The settings check would refuse it as unknown where an inventory or -e sets it.
+    tasks = copy / "roles" / "user_groups" / "tasks" / "main.yml"
+    tasks.write_text(
+        tasks.read_text()
+        + "\n- name: Note the accounts\n  ansible.builtin.set_fact:\n"
+        + "    user_groups_done: true\n    __user_groups_private: 1\n"
+    )
+    assert role_docs.main(["--check", "--root", str(copy)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "user_groups: user_groups_done is set in roles/user_groups/tasks/main.yml but not listed "
+        "in publishes (meta/settings.yml): the settings check would refuse it as unknown"
+    ]
+
+
+def test_a_published_fact_nothing_sets_is_drift(copy, capsys):
+    fleet = copy / "playbooks" / "fleet.yml"
+    fleet.write_text(fleet.read_text().replace("rocmlab_fleet_wheel:", "rocmlab_fleet_wheels:"))
+    assert role_docs.main(["--check", "--root", str(copy)]) == 1
+    err = capsys.readouterr().err
+    assert "rocmlab_fleet: rocmlab_fleet_wheel is listed in publishes but nothing sets it" in err
+    assert "rocmlab_fleet_wheels is set in playbooks/fleet.yml but not listed" in err
 
 
 def test_a_setting_missing_from_the_spec_is_drift(copy, capsys):

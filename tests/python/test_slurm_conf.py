@@ -107,3 +107,70 @@ def test_no_gres_types_and_an_undefined_node() -> None:
 def test_the_filter_turns_a_refusal_into_ansibles_error() -> None:
     with pytest.raises(AnsibleFilterError, match="has no render node"):
         slurm_gres_plan([gpu("0000:03:00.0", None)], VISIBLE, False, "gpu1", "")
+
+
+# --- slurm.conf is the lab's: its cost follows its size as read, whatever its ranges say. ---
+def test_a_host_list_is_asked_for_a_name_without_being_expanded() -> None:
+    for expression, names in [
+        ("gpu[01-03,07]", ["gpu01", "gpu02", "gpu03", "gpu07"]),
+        ("a,b[8-10]x,c", ["a", "b8x", "b9x", "b10x", "c"]),
+        ("n[0-65535]", ["n0", "n65535"]),
+    ]:
+        assert all(slurm_conf.in_hostlist(name, expression) for name in names)
+    # What hostlist would not name is not in the list: the width of the low bound, the
+    # prefix and suffix, an unreadable or oversized list.
+    for name, expression in [
+        ("gpu1", "gpu[01-03]"),
+        ("gpu007", "gpu[01-09]"),
+        ("gpu04", "gpu[01-03,07]"),
+        ("b9", "b[8-10]x"),
+        ("n5", "n[3-1]"),
+        ("n5", "n[1-99999999]"),
+        ("n5", "n[1-4],n[0-65535]"),
+        ("n", "n[0-9]"),
+    ]:
+        assert not slurm_conf.in_hostlist(name, expression), (name, expression)
+        assert name not in slurm_conf.hostlist(expression)
+
+
+def wide_ranges(size: int, last: str) -> str:
+    """SIZE bytes of NodeName lines with a range of 65536 names each, LAST at the end."""
+    line = "NodeName=n[0-65535] Gres=gpu:8\n"
+    return "GresTypes=gpu\n" + line * ((size - 100) // len(line)) + last
+
+
+def test_a_megabyte_of_wide_node_ranges_is_read_without_expanding_one(monkeypatch) -> None:
+    expanded = []
+    real = slurm_conf.hostlist
+    monkeypatch.setattr(slurm_conf, "hostlist", lambda e: expanded.extend(real(e)) or [])
+    text = wide_ranges(slurm_conf.CONF_LIMIT, "NodeName=gpu[00001-65535] Gres=gpu:2\n")
+    assert slurm_conf.conf_bytes(text) <= slurm_conf.CONF_LIMIT
+    assert slurm_conf.node_gres(text, "gpu00042")["gpus"] == 2
+    assert slurm_conf.node_gres(text, "n65535")["gpus"] == 8
+    assert slurm_conf.node_gres(text, "gpu42")["defined"] is False
+    assert expanded == []  # no host name was materialised
+
+
+def test_hostile_lines_cost_one_pass() -> None:
+    # One word of a megabyte (no '='), a list of 100,000 names, and a range list that names
+    # more than MAX_HOSTS: each read in a pass, each answering as Slurm's lists would.
+    word = "x" * (slurm_conf.CONF_LIMIT - 10)
+    assert slurm_conf.node_gres(word, "gpu01") == {
+        "defined": False, "gpus": None, "gres_types": False, "includes": False,
+    }  # fmt: skip
+    many = "NodeName=" + ",".join(f"h{n}" for n in range(100_000)) + " Gres=gpu:1\n"
+    assert slurm_conf.node_gres(many, "h99999")["gpus"] == 1
+    ranges = "NodeName=n[" + ",".join(["0-65535"] * 50_000) + "] Gres=gpu:1\n"
+    assert slurm_conf.node_gres(ranges, "n1")["defined"] is False
+
+
+def test_the_size_limit_is_taken_from_the_bytes_read() -> None:
+    # Whatever the host's stat said: the text the controller got is what is measured (bytes
+    # that are not UTF-8 reach the filter as surrogates, one byte each).
+    text = wide_ranges(slurm_conf.CONF_LIMIT + 200, "NodeName=gpu1 Gres=gpu:1\n")
+    with pytest.raises(SlurmConfError, match=r"slurm.conf as read is \d+ bytes, over the 1048576"):
+        slurm_conf.node_gres(text, "gpu1")
+    with pytest.raises(AnsibleFilterError, match=r"over the 1048576 \(1 MiB\)"):
+        slurm_gres_plan(TWO, VISIBLE, False, "gpu1", text)
+    assert slurm_conf.conf_bytes("\udcff" * 10) == 10
+    assert slurm_conf.conf_bytes("\u00e9") == 2

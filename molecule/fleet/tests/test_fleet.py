@@ -703,16 +703,20 @@ def newer_wheel() -> Path:
     return wheel
 
 
+def what_a_rollback_keeps(name: str) -> dict[str, object]:
+    """NAME's apt files, AMD packages, venv and known-good record, as a rollback must leave them."""
+    h = host(name)
+    return {
+        "apt": h.check_output(APT_FILES),
+        "amd": amd_packages(name),
+        "venv": h.check_output(FREEZE),
+        "known_good": h.check_output(f"sha256sum {KNOWN_GOOD}"),
+    }
+
+
 @pytest.fixture(scope="module")
 def run_g(run_v):
-    f = host(F)
-    before = {
-        "apt": f.check_output(APT_FILES),
-        "amd": amd_packages(F),
-        "venv": f.check_output(FREEZE),
-        "known_good": f.check_output(f"sha256sum {KNOWN_GOOD}"),
-        "record": record(F),
-    }
+    before = {**what_a_rollback_keeps(F), "record": record(F)}
     others = snapshot(A, B)
     lab = {**LAB_E, F: {**AMD_SOURCE, "rocm_repo_version": "7.1.1", "smoke_test_doctor": True}}
     # rocmlab moves on with ROCm: the smoke job installs the newer wheel into the venv before
@@ -828,13 +832,7 @@ def test_h_a_venv_without_a_kept_copy_is_rebuilt_to_its_recorded_freeze(run_h) -
 # again on the known-good state, and its record names the package and what its script said.
 @pytest.fixture(scope="module")
 def run_i(run_h):
-    f = host(F)
-    before = {
-        "apt": f.check_output(APT_FILES),
-        "amd": amd_packages(F),
-        "venv": f.check_output(FREEZE),
-        "known_good": f.check_output(f"sha256sum {KNOWN_GOOD}"),
-    }
+    before = what_a_rollback_keeps(F)
     lab = {**LAB_E, F: {**AMD_SOURCE, "rocm_repo_version": "7.1.2"}}
     run = rollout(inventory("i", lab), "--limit", F)
     return run, before

@@ -1,14 +1,18 @@
 """Role slurm_health against a real Slurm: what converge left (slurm.conf's lines, the wrapper,
 gres.conf), then slurmd started on the two GPU nodes, and in order: a GPU missing from gpu1's
 KFD topology drains it within one interval with a rocmlab reason naming gpu_count, and putting
-it back resumes it; an operator's drain of gpu2 stays through the health runs; a job with
+it back resumes it; a /dev/kfd the render group cannot open (mode 0600) drains gpu1 and the
+mode put back resumes it; an operator's drain of gpu2 stays through the health runs, also one
+whose reason starts with "rocmlab:"; a job with
 --gres=gpu:1 runs the smoke job on an allocated node and playbooks/health.yml brings its report
 to the fleet report; a hanging check on gpu2 is cut and neither drains it nor stalls slurmd; bad
 input is refused before any change. The Epilog: a job that exits 1 drains its node, tier 2 runs
 as researcher and its pass resumes the node; a second failed job within the cooldown and a job
-that succeeds do nothing; an operator's drain made while the failing job ran stays; maintenance
-keeps the node drained through tier 0 until tier 2 passes after its (stood-for) boot. Every wait
-is bounded (HealthCheckInterval is 5 s here)."""
+that succeeds do nothing; an operator's drain made while the failing job ran stays, although its
+reason starts with "rocmlab:"; maintenance keeps the node drained through tier 0 until tier 2
+passes after its (stood-for) boot; an amdgpu reset failure in the kernel log drains the node, the
+log of a new boot does not bring it back by tier 0, and `rocmlab-slurm-maintenance --after`
+(the README's way back) does. Every wait is bounded (HealthCheckInterval is 5 s here)."""
 
 from __future__ import annotations
 
@@ -27,8 +31,11 @@ PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 HEAD, GPU1, GPU2 = "rocmlab-slurm-head", "rocmlab-slurm-gpu1", "rocmlab-slurm-gpu2"
 INTERVAL = 5
 STATE = "/var/lib/rocmlab/health/slurm"
+RECORD = f"{STATE}/slurm-drain.json"
 WRAPPER = "/usr/local/sbin/rocmlab-slurm-health"
 TOPOLOGY = "/srv/rocmlab-fixture/machine/sys/class/kfd/kfd/topology/nodes"
+KFD = "/srv/rocmlab-fixture/machine/dev/kfd"
+KERNEL_LOG = "/srv/rocmlab-fixture/kernel.log"
 SMOKE_REPORT = "/var/lib/rocmlab/smoke/report.json"
 REPORTS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "reports"
 
@@ -124,23 +131,46 @@ def test_a_gpu_missing_drains_the_node_within_an_interval_and_the_fix_resumes_it
     count = next(c for c in report["checks"] if c["name"] == "gpu_count")
     assert count["status"] == "fail" and "2 expected" in count["saw"]  # the whole verdict
     assert f"slurm: drain {GPU1}: rocmlab: gpu_count:" in log, log
+    # Root recorded the drain: that, not the reason's words, makes it rocmlab's.
+    record = json.loads(gpu1.file(RECORD).content_string)
+    assert record["reason"] == found["reason"] and record["checks"] == ["gpu_count"], record
+    assert (gpu1.file(RECORD).user, gpu1.file(RECORD).mode) == ("root", 0o600)
     # The fix: the GPU is back.
     gpu1.run_expect([0], f"mv /srv/gone/2 {TOPOLOGY}/")
     wait_for("gpu1 resumed", lambda: shown(GPU1)["state"] == "IDLE", 2 * INTERVAL + 10)
     assert shown(GPU1)["reason"] == ""
+    assert not gpu1.file(RECORD).exists
 
 
-def test_an_operators_drain_is_not_resumed():
+def test_a_kfd_the_render_group_cannot_open_drains_the_node_and_the_fix_resumes_it():
+    gpu1 = node(GPU1)
+    before = gpu1.check_output(f"stat -c %a {KFD}")
+    gpu1.run_expect([0], f"chmod 0600 {KFD}")  # still group render: only its mode changed
+    try:
+        found = wait_for(
+            "gpu1 drained for node_group",
+            lambda: (s := shown(GPU1))["reason"].startswith("rocmlab: node_group:") and s,
+            2 * INTERVAL + 10,
+        )
+        assert "DRAIN" in found["state"], found
+        report = json.loads(gpu1.file(f"{STATE}/tier0.json").content_string)
+        group = next(c for c in report["checks"] if c["name"] == "node_group")
+        assert group["status"] == "fail" and "render may not read and write it" in group["saw"]
+    finally:
+        gpu1.run_expect([0], f"chmod {before} {KFD}")
+    wait_for("gpu1 resumed", lambda: shown(GPU1)["state"] == "IDLE", 2 * INTERVAL + 10)
+
+
+@pytest.mark.parametrize("reason", ["fan swap, ticket 4711", "rocmlab:ops firmware update"])
+def test_an_operators_drain_is_not_resumed(reason):
     head = node(HEAD)
-    head.run_expect(
-        [0], f"scontrol update NodeName={GPU2} State=DRAIN Reason='fan swap, ticket 4711'"
-    )
+    head.run_expect([0], f"scontrol update NodeName={GPU2} State=DRAIN Reason='{reason}'")
     try:
         log = next_run(GPU2)
         log = next_run(GPU2)  # two runs that passed
         assert "verdict: WARN" in log or "verdict: PASS" in log, log
         assert "is not rocmlab's" in log, log
-        assert shown(GPU2) == {"state": "IDLE+DRAIN", "reason": "fan swap, ticket 4711"}
+        assert shown(GPU2) == {"state": "IDLE+DRAIN", "reason": reason}
     finally:
         head.run_expect([0], f"scontrol update NodeName={GPU2} State=RESUME")
 
@@ -281,7 +311,9 @@ def test_a_second_failed_job_within_the_cooldown_and_a_job_that_succeeds_do_noth
 
 
 def test_an_operators_drain_made_while_the_failing_job_ran_is_kept_through_tier_2():
+    """Its reason starts with "rocmlab:" (an operator may type that): it stays all the same."""
     gpu2, head = node(GPU2), node(HEAD)
+    theirs = "rocmlab:ops firmware update"
     gpu2.run_expect([0], "rm -f /tmp/rocmlab-go")
     # The job fails when the test says so: the operator's drain comes first, deterministically.
     _, job = submit("while [ ! -e /tmp/rocmlab-go ]; do sleep 0.2; done; exit 1", GPU2, False)
@@ -290,21 +322,20 @@ def test_an_operators_drain_made_while_the_failing_job_ran_is_kept_through_tier_
         lambda: "JobState=RUNNING" in head.check_output(f"scontrol show job -o {job}"),
         30,
     )
-    head.run_expect(
-        [0], f"scontrol update NodeName={GPU2} State=DRAIN Reason='fan swap, ticket 4712'"
-    )
+    head.run_expect([0], f"scontrol update NodeName={GPU2} State=DRAIN Reason='{theirs}'")
     try:
         gpu2.run_expect([0], "touch /tmp/rocmlab-go")
         wait_for(
             "the runner's gate on gpu2",
-            lambda: re.search(r"slurm: .*'fan swap, ticket 4712'", tier2_log(GPU2)),
+            lambda: re.search(rf"slurm: .*'{theirs}'", tier2_log(GPU2)),
             TIER2_BOUND,
         )
         log = tier2_log(GPU2)
         assert f"job {job} ended FAILED (exit 1:0)" in log, log
-        assert "is drained by someone else ('fan swap, ticket 4712'): left as it is" in log, log
+        assert f"is drained by someone else ('{theirs}'): left as it is" in log, log
         assert "is not rocmlab's" in log, log  # tier 2 ran; its pass resumed nothing
-        settles_at(GPU2, {"state": "IDLE+DRAIN", "reason": "fan swap, ticket 4712"})
+        assert "root's tier 0 verdict: " in log, log  # root checked the node itself too
+        settles_at(GPU2, {"state": "IDLE+DRAIN", "reason": theirs})
     finally:
         head.run_expect([0], f"scontrol update NodeName={GPU2} State=RESUME")
 
@@ -313,7 +344,7 @@ def test_maintenance_keeps_the_node_out_until_tier_2_passes_after_its_boot():
     gpu1 = node(GPU1)
     # Containers cannot reboot (slurmctld compares the node's boot time, which is the host's):
     # the helper drains without the reboot, and the boot is stood for by the boot id it noted.
-    gpu1.run_expect([0], "rm -f /var/lib/rocmlab/health/slurm/tier2-state.json")
+    gpu1.run_expect([0], f"rm -f {STATE}/tier2-state.json {RECORD}")
     said = gpu1.run_expect([0], "/usr/local/sbin/rocmlab-slurm-maintenance --no-reboot")
     assert "rocmlab: maintenance:" in said.stdout, said.stdout
     reason = "rocmlab: maintenance: back in service when tier 2 passes"
@@ -323,16 +354,16 @@ def test_maintenance_keeps_the_node_out_until_tier_2_passes_after_its_boot():
     assert f"slurm: {GPU1} stays drained" in log, log
     wait_for(
         "the health check's word on the pending maintenance",
-        lambda: "maintenance pending, the node has not rebooted since" in tier2_log(GPU1),
+        lambda: f"'{reason}' waits for tier 2 after a reboot" in tier2_log(GPU1),
         15,
     )
     settles_at(GPU1, {"state": "IDLE+DRAIN", "reason": reason})
-    # "The node booted": the noted boot id is not this boot's. The health check's next run
-    # starts tier 2, whose pass resumes the node.
+    # "The node booted": the boot id root recorded with the drain is not this boot's. The
+    # health check's next run starts tier 2, whose pass resumes the node.
     gpu1.run_expect(
         [0],
-        'sed -i \'s/"maintenance_boot": "[^"]*"/"maintenance_boot": "earlier"/\' '
-        f"{STATE}/tier2-state.json && grep -q earlier {STATE}/tier2-state.json",
+        f'sed -i \'s/"boot_id": "[^"]*"/"boot_id": "earlier"/\' {RECORD} '
+        f"&& grep -q earlier {RECORD}",
     )
     wait_for(
         "the runner's gate after the boot",
@@ -340,6 +371,37 @@ def test_maintenance_keeps_the_node_out_until_tier_2_passes_after_its_boot():
         TIER2_BOUND,
     )
     settles_at(GPU1, {"state": "IDLE", "reason": ""})
+
+
+def test_a_reset_failure_in_the_kernel_log_drains_and_comes_back_by_the_documented_path():
+    gpu1 = node(GPU1)
+    gpu1.run_expect([0], f"cp -p {KERNEL_LOG} {KERNEL_LOG}.boot")
+    # amdgpu's line for a reset that failed (amdgpu_device.c's format, dev_err's prefix).
+    failed = (
+        "amdgpu 0000:03:00.0: amdgpu: ASIC reset failed with error, -110 for drm dev, 0000:03:00.0"
+    )
+    gpu1.run_expect([0], f"echo '[  950.818199] {failed}' >> {KERNEL_LOG}")
+    try:
+        found = wait_for(
+            "gpu1 drained for kernel_log",
+            lambda: (s := shown(GPU1))["reason"].startswith("rocmlab: kernel_log:") and s,
+            2 * INTERVAL + 10,
+        )
+        assert "reboot" in found["reason"] and "DRAIN" in found["state"], found
+        assert json.loads(gpu1.file(RECORD).content_string)["needs"] == 2
+    finally:
+        # The log of the node's next boot, without the failure.
+        gpu1.run_expect([0], f"cp -p {KERNEL_LOG}.boot {KERNEL_LOG}")
+    log = next_run(GPU1)
+    log = next_run(GPU1)  # tier 0 passes now, and does not bring it back
+    assert "PASS  kernel_log" in log and f"slurm: {GPU1} stays drained" in log, log
+    assert shown(GPU1)["reason"].startswith("rocmlab: kernel_log:")
+    # The README's way back without a reboot: tier 2 now, and its pass resumes the node.
+    ran = gpu1.run("timeout 600 /usr/local/sbin/rocmlab-slurm-maintenance --after")
+    assert ran.rc == 0, ran.stdout + ran.stderr
+    assert f"after-boot: slurm: resume {GPU1}" in ran.stdout, ran.stdout
+    settles_at(GPU1, {"state": "IDLE", "reason": ""})
+    assert not gpu1.file(RECORD).exists
 
 
 def test_bad_input_is_refused_before_anything_changes():

@@ -288,9 +288,13 @@ def test_the_health_timers_tier_0_run_lands_on_the_host_and_in_the_fleet_report(
     tier0 = unit_lines(host, "rocmlab-health-tier0.service")
     assert "User" not in tier0  # root: the kernel log, root's known-good record
     argv = shlex.split(tier0["ExecStart"][0])
-    assert argv[:5] == ["/usr/bin/flock", "-n", "-E", "75", f"{HEALTH}/timer.lock"], argv
-    lock = host.file(f"{HEALTH}/timer.lock")
-    assert (lock.user, lock.mode) == ("researcher", 0o600)
+    assert argv[:5] == ["/usr/bin/flock", "-n", "-E", "75", f"{HEALTH}/tier0.lock"], argv
+    assert argv[6:9] == ["-I", "-m", "rocmlab"], argv  # root's Python, isolated
+    lock = host.file(f"{HEALTH}/tier0.lock")
+    assert (lock.user, lock.group, lock.mode) == ("root", "root", 0o600)  # root's alone
+    assert not host.file(f"{HEALTH}/timer.lock").exists  # the lock both tiers shared before
+    assert "SuccessExitStatus" not in tier0 and "SuccessExitStatus" not in tier2
+    assert shlex.split(tier2["ExecStart"][0])[4] == f"{HEALTH}/tier2/tier2.lock"  # the account's
 
     # Run the tier-0 service's command as the timer would (no systemd in the container).
     command = " ".join(shlex.quote(word) for word in argv)
@@ -305,10 +309,10 @@ def test_the_health_timers_tier_0_run_lands_on_the_host_and_in_the_fleet_report(
     prom = host.file("/var/lib/prometheus/node-exporter/rocmlab-health-tier0.prom").content_string
     assert 'rocmlab_health_healthy{tier="0"}' in prom
 
-    # While a run holds the lock, the next one is skipped (exit 75, a success for systemd) and
-    # writes nothing.
+    # While a run holds the lock, the next one is skipped (exit 75, a failure of the unit: no
+    # SuccessExitStatus) and writes nothing.
     before = report_file.mtime
-    held = host.run(f"flock {HEALTH}/timer.lock {command}")
+    held = host.run(f"flock {HEALTH}/tier0.lock {command}")
     assert held.rc == 75, held.stdout + held.stderr
     assert host.file(f"{HEALTH}/tier0.json").mtime == before
 

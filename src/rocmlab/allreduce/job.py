@@ -53,6 +53,8 @@ TIME_BUDGET_FRACTION = 0.125  # warm-up, then the timed iterations, each planned
 PROBES = 3  # operations timed one by one to plan how many fit
 BACKSTOP_S = 30.0  # the process group's own timeout comes this much after the watchdog's
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+SIGNAL_POLL_S = 0.2  # how often the signal thread looks whether the run is leaving
+THREAD_WAIT_S = 5.0  # the most the watchdog and signal threads take to end at the run's end
 # A run that passed but whose --json report could not be written (not 0: the caller would look
 # for a report that is not there; not 1, which says the job failed).
 REPORT_NOT_WRITTEN = 3
@@ -203,7 +205,9 @@ class AllreduceJob:
         self.liveness: Liveness | None = None
         self.rank_hosts: list[str] = []
         self.budget = options.timeout * TIME_BUDGET_FRACTION
-        self._failing = threading.Lock()
+        self._failing = threading.Lock()  # held by whichever thread ends the run
+        self._leaving = threading.Event()  # the main thread ends it after its last step
+        self._signals: threading.Thread | None = None
         self.store_step = ""  # the step that connects to the job's store
         self.pg_store: dist.Store | None = None  # the store rocmlab serves or joins itself
 
@@ -215,10 +219,8 @@ class AllreduceJob:
         try:
             code = self._run()
         except RocmlabError as exc:  # before the process group: bad usage, no GPU
-            self._claim_exit()
-            if self.liveness is not None:
-                reason = f"{type(exc).__name__}: {exc}"
-                self.liveness.record_exit(reason, f"{self._name()} stopped: {reason}")
+            reason = f"{type(exc).__name__}: {exc}"
+            self._leave(reason, f"{self._name()} stopped: {reason}")
             self.report.update(
                 passed=False,
                 error=str(exc),
@@ -230,10 +232,7 @@ class AllreduceJob:
         except Exception as exc:  # a collective failed: a peer died, a link broke, the GPU failed
             step = self.watchdog.current
             self.fail(f"{step} failed ({short_error(exc)}){self._hint(step)}")
-        self._claim_exit()
-        if self.liveness is not None:
-            self.liveness.record_exit("done")
-            self.liveness.stop()
+        self._leave("done")
         return code
 
     def _step(self, name: str) -> None:
@@ -244,7 +243,37 @@ class AllreduceJob:
         if not self._failing.acquire(blocking=False):
             while True:
                 time.sleep(1)
+        self._leaving.set()
         self.watchdog.stop()
+
+    def _leave(self, reason: str, abort: str | None = None) -> None:
+        """End the run from the main thread, after the process group was left (``_run``): record
+        why, then stop this rank's threads and wait for them, each within a bound, so that none
+        is still in torch's C++ code (a store operation) when the interpreter exits, which
+        aborts the process ("terminate called without an active exception").
+
+        The heartbeat thread ends within one store operation, which the store's timeout
+        (``--timeout``) bounds; a thread still running after its bound is named on stderr."""
+        self._claim_exit()
+        running = [] if self.watchdog.stop(wait=THREAD_WAIT_S) else ["the watchdog"]
+        liveness = self.liveness
+        if liveness is not None:
+            liveness.record_exit(reason, abort)
+            if self.pg_store is not None and self.ctx.rank == 0:
+                # This rank serves the job's store (no torchrun): the others leave first.
+                liveness.wait_for_exits(2 * liveness.interval + 1)
+            if not liveness.stop(wait=self.options.timeout + 2 * liveness.interval):
+                running.append(f"the heartbeat (job's store at {distributed.store_address()})")
+        if self._signals is not None:
+            self._signals.join(THREAD_WAIT_S)
+            if self._signals.is_alive():
+                running.append("the signal thread")
+        if running:
+            print(
+                f"rocmlab allreduce: {for_terminal(self._name())}: {', '.join(running)} still "
+                "running after the run ended; the process may abort as it exits",
+                file=sys.stderr,
+            )
 
     def _name(self) -> str:
         return f"rank {self.ctx.rank} ({self.host})"
@@ -525,11 +554,15 @@ class AllreduceJob:
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
 
         def wait() -> None:
-            signum = signal.sigwait(SIGNALS)
-            name = signal.Signals(signum).name
-            self.fail(f"stopped by {name} during {self.watchdog.current}", 128 + signum)
+            while not self._leaving.is_set():
+                info = signal.sigtimedwait(SIGNALS, SIGNAL_POLL_S)
+                if info is not None:
+                    signum = info.si_signo
+                    name = signal.Signals(signum).name
+                    self.fail(f"stopped by {name} during {self.watchdog.current}", 128 + signum)
 
-        threading.Thread(target=wait, name="rocmlab-signals", daemon=True).start()
+        self._signals = threading.Thread(target=wait, name="rocmlab-signals", daemon=True)
+        self._signals.start()
 
     def _aborted(self, text: str) -> None:
         self.fail(f"stopped during {self.watchdog.current} because {text}", origin=False)
@@ -541,8 +574,12 @@ class AllreduceJob:
         tells the others to stop.
         """
         if not self._failing.acquire(blocking=False):
-            while True:  # another thread is failing the run and will end the process
-                time.sleep(1)
+            # Another thread holds the end of the run: a failure, which ends the process, or
+            # the main thread leaving after its last step, and then this (helper) thread ends
+            # here. The main thread never leaves this way: it sets _leaving only once it holds
+            # the end of the run.
+            self._leaving.wait()
+            raise SystemExit
         self.watchdog.stop()
         interval = heartbeat_interval(self.options.timeout)
         window = max(1.0, 2.5 * interval)

@@ -133,9 +133,18 @@ class Liveness:
             # In its own thread: this one keeps beating while the rank reports and lingers.
             threading.Thread(target=self.on_abort, args=(text,), daemon=True).start()
 
-    def stop(self) -> None:
-        """Stop beating (at the end of a run that passed or failed on its own)."""
+    def stop(self, wait: float = 0.0) -> bool:
+        """Stop beating (at the end of a run that passed or failed on its own) and wait up to
+        ``wait`` seconds for the heartbeat thread to end; whether it has ended.
+
+        The thread ends at once when it waits between beats, and within one store operation
+        (bounded by its store's timeout) when it is in one: a thread left running into the
+        interpreter's exit would be stopped inside torch's C++ code, which aborts the process.
+        """
         self._stop.set()
+        if wait > 0 and self._thread.is_alive():
+            self._thread.join(wait)
+        return not self._thread.is_alive()
 
     def record_exit(self, reason: str, abort: str | None = None) -> None:
         """Say why this rank leaves, so the others do not call it lost (best effort).
@@ -189,7 +198,16 @@ class Liveness:
         The store lives in node rank 0's torchrun agent, which exits as soon as its workers do:
         leaving at once would take the store from the ranks still diagnosing.
         """
-        keys = [f"reported/{rank}" for rank in ranks if rank != self.rank]
+        self._wait_for([f"reported/{rank}" for rank in ranks if rank != self.rank], seconds)
+
+    def wait_for_exits(self, seconds: float) -> None:
+        """Wait up to ``seconds`` until every other rank has recorded its exit (the rank that
+        serves the job's store itself, at the end of a run: leaving first would take the store
+        from ranks still recording theirs)."""
+        others = [rank for rank in range(self.world_size) if rank != self.rank]
+        self._wait_for([f"exit/{rank}" for rank in others], seconds)
+
+    def _wait_for(self, keys: list[str], seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while keys and time.monotonic() < deadline:
             try:
@@ -232,9 +250,13 @@ class Watchdog:
         """The step the main thread is in."""
         return self._name
 
-    def stop(self) -> None:
-        """Stop watching."""
+    def stop(self, wait: float = 0.0) -> bool:
+        """Stop watching; wait up to ``wait`` seconds for the thread to end, and say whether it
+        has (it ends within a tick, unless ``on_expire`` is running)."""
         self._stop.set()
+        if wait > 0 and self._thread.is_alive():
+            self._thread.join(wait)
+        return not self._thread.is_alive()
 
     def _watch(self) -> None:
         tick = min(0.2, self.timeout / 10)

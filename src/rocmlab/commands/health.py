@@ -205,8 +205,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--slurm-gate",
         action="store_true",
         help="then act on the verdict in Slurm (as HealthCheckProgram, as root): a failure drains "
-        "the node with Reason='rocmlab: CHECK: FIX'; a pass resumes it only when rocmlab drained "
-        "it and this tier covers the check that did; an operator's drain stays",
+        "the node with Reason='rocmlab: CHECK: FIX' and records the drain in --state-dir; a pass "
+        "resumes it only when that record says rocmlab drained it, this tier covers it and the "
+        "checks that drained it passed; an operator's drain stays",
     )
     parser.add_argument(
         "--slurm-node",
@@ -329,7 +330,7 @@ def run(args: argparse.Namespace) -> int:
             why = exc.strerror or str(exc)
             raise OutputError(f"{option} {target}: cannot write it ({why})") from None
     if slurm_node is not None:
-        _slurm_gate(doc, slurm_node, args.scontrol, runner=run_command, out=out)
+        _slurm_gate(doc, slurm_node, args, runner=run_command, out=out)
     return int(doc["exit_code"])
 
 
@@ -360,18 +361,20 @@ def _slurm_node(args: argparse.Namespace) -> str:
         raise UsageError(f"{source}: {exc}", USAGE_EXIT) from None
 
 
-def _slurm_gate(doc: dict, node: str, scontrol: str, runner, out) -> None:
-    """Drain or resume ``node`` as the verdict says (rocmlab.health.slurm); exit 3 when its
-    state could not be read or changed."""
+def _slurm_gate(doc: dict, node: str, args: argparse.Namespace, runner, out) -> None:
+    """Drain or resume ``node`` as the verdict says (rocmlab.health.slurm), with root's record
+    of rocmlab's drains in the state directory; exit 3 when its state could not be read or
+    changed."""
     from rocmlab.common.textsafe import for_terminal
+    from rocmlab.health.drains import this_boot
     from rocmlab.health.slurm import SlurmGateError, gate
-    from rocmlab.health.table import CHECKS, STATEFUL
+    from rocmlab.health.table import resume_tiers
 
-    # A check that fails on what rose since the last run (RAS errors, PCIe replays, kernel log
-    # lines) passes on the next run although nothing was fixed: its drain waits for tier 2.
-    tiers = {spec.name: 2 if spec.name in STATEFUL else spec.tier for spec in CHECKS}
     try:
-        action = gate(doc, node, runner, tiers, scontrol)
+        action = gate(
+            doc, node, runner, resume_tiers(), args.scontrol, state_dir=args.state_dir,
+            boot_id=this_boot(),
+        )  # fmt: skip
     except SlurmGateError as exc:
         raise SlurmGateFailed(f"--slurm-gate: {for_terminal(str(exc))}") from None
     print(f"slurm: {for_terminal(action.why)}", file=out)

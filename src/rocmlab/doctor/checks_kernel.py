@@ -22,7 +22,26 @@ KERNEL_LOG_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
         (FAIL, "PSP failure", r"\bPSP\b[^\n]*\bfail|Failed to load psp firmware"),
         (FAIL, "firmware missing", r"Direct firmware load for amdgpu/\S+ failed"),
         (FAIL, "firmware rejected", r"fail to request/validate \S+ microcode"),
-        (FAIL, "GPU reset failed", r"GPU reset\(\d+\) failed|GPU Recovery Failed"),
+        # Every reset of the whole GPU that failed (amdgpu_device.c: amdgpu_device_gpu_recover,
+        # amdgpu_do_asic_reset, the XGMI hive's reset, a reset at init, the mode-1 and mode-2
+        # resets; the SMU's own "Mode2 reset failed!", "Failed to mode reset!"): the GPU is
+        # unusable until a reboot.
+        (
+            FAIL,
+            "GPU reset failed",
+            r"GPU reset\(\d+\) failed|GPU Recovery Failed|ASIC reset failed|asic reset on init "
+            r"failed|pre asic reset failed|[Mm]ode ?[12] reset failed|Failed to mode reset",
+        ),
+        # A step the driver follows with a full reset when it fails (amdgpu_job.c's per-ring
+        # reset, the IP blocks' soft reset): the full reset's own line says how it ended.
+        (WARN, "ring reset failed", r"Ring \S+ reset failed|soft reset failed, will fallback"),
+        # Any other reset failure amdgpu reports (bounded: host lines are hostile input).
+        (
+            FAIL,
+            "GPU reset failed",
+            r"\bamdgpu\b[^\n]{0,200}?(?:\breset\b[^\n]{0,80}?\b[Ff]ail|\b[Ff]ail(?:ed)? to "
+            r"(?:\w+ )?reset\b)",
+        ),
         (
             FAIL,
             "unsigned module refused",

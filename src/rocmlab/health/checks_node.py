@@ -61,8 +61,9 @@ def worst(results: list[Result]) -> str:
 
 
 def check_node_group(h: HealthContext) -> Outcome:
-    """/dev/kfd and every render node belong to the render group (or are open to everyone):
-    a udev rule that changed, or a node recreated by hand, locks the users out."""
+    """/dev/kfd and every render node belong to the render group with read and write for it (or
+    are open to everyone): a udev rule that changed, or a node recreated by hand (another group,
+    or mode 0600), locks the users out."""
     ctx, wanted = h.doctor, h.options.render_group
     if ctx.expect_gpus == 0:
         return Outcome(skipped("no GPU expected (--expect-gpus 0)"))
@@ -78,9 +79,14 @@ def check_node_group(h: HealthContext) -> Outcome:
             continue
         mode = stat.S_IMODE(info.st_mode)
         group = group_name(groups, info.st_gid)
-        seen.append(f"{path.name} group {group} {stat.filemode(mode | stat.S_IFCHR)[1:]}")
-        if group != wanted and mode & 0o006 != 0o006:
-            wrong.append(f"{path.name} belongs to group {group}")
+        shown = stat.filemode(mode | stat.S_IFCHR)[1:]
+        seen.append(f"{path.name} group {group} {shown}")
+        if mode & 0o006 == 0o006:  # open to every account
+            continue
+        if group != wanted:
+            wrong.append(f"{path.name} belongs to group {group}, not {wanted}")
+        elif mode & 0o060 != 0o060:
+            wrong.append(f"{path.name} is {shown}: group {wanted} may not read and write it")
     if wrong and wanted not in groups:
         return Outcome(
             failed(
@@ -96,7 +102,7 @@ def check_node_group(h: HealthContext) -> Outcome:
     if wrong:
         return Outcome(
             failed(
-                f"{'; '.join(wrong)}, not {wanted}: members of {wanted} cannot open it",
+                f"{'; '.join(wrong)}: members of {wanted} cannot open it",
                 UDEV_FIX.format(group=wanted),
                 seen,
             )

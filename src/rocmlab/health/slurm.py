@@ -7,13 +7,21 @@ The rules (docs/health.md, "Under Slurm"):
 - a verdict of FAIL drains the node with ``Reason="rocmlab: <check>: <short fix>"`` (the first
   failed check; at most REASON_MAX characters: Slurm's listings cut long reasons, the host's
   report keeps the whole verdict), unless it is out of service already for another reason
-  (DOWN, FAIL, or drained by an operator): that state and its reason are left as they are;
-- a verdict of PASS or WARN (an ERROR warns) resumes ONLY a node drained with a reason
-  rocmlab wrote (it starts with ``rocmlab:``), and only when this run's tier covers the check
-  the reason names (a tier-2 check drained it: tier 0 does not resume it; a reason naming no
-  check, such as the maintenance helper's, needs tier 2); an operator's drain, a reservation
-  and a DOWN node stay as they are;
+  (DOWN, FAIL, or drained by an operator): that state and its reason are left as they are; a
+  drain that succeeded is recorded by root (rocmlab.health.drains);
+- a drain is rocmlab's only when root's record says so and Slurm shows its recorded reason: a
+  reason that starts with ``rocmlab:`` proves nothing (an operator may type one);
+- a verdict of PASS or WARN (an ERROR warns) resumes ONLY rocmlab's drain, only on a report of
+  at least the tier the record needs (the tier of the report that drained it, and the tier that
+  reruns each check that drained it: tier 2 for the checks that fail on what rose since the
+  last run, and for a drain that names no check), and only when every check that drained it is
+  in this report and passed (or warned); an operator's drain, a reservation and a DOWN node stay
+  as they are;
 - nothing is done when the node is already as it should be.
+
+The report is root's own (``rocmlab health --slurm-gate``), or the tier-2 runner's, in which
+root's own tier-0 results stand for every check root runs and the smoke account's tier 2 can add
+a failure but hide none (rocmlab.health.slurm_tier2).
 
 What ``scontrol`` prints is hostile input: at most OUTPUT_LIMIT characters are looked at, the
 node must be the one asked for, its state words must be Slurm's, and nothing of it is executed
@@ -24,8 +32,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
+
+from rocmlab.health import drains
+from rocmlab.health.drains import Drain
 
 PREFIX = "rocmlab:"
 # Slurm keeps longer reasons, but sinfo -R and most listings cut them: the check and the start
@@ -78,18 +90,27 @@ class Node:
     def drained(self) -> bool:
         return "DRAIN" in self.flags
 
-    @property
-    def ours(self) -> bool:
-        return self.reason.startswith(PREFIX)
+
+def ours(node: Node, record: Drain | None) -> bool:
+    """Whether ``node`` is drained by rocmlab: root recorded the drain and Slurm shows its
+    reason (never because the reason starts with ``rocmlab:``)."""
+    return (
+        record is not None
+        and node.drained
+        and record.node == node.name
+        and record.shown_by(node.reason)
+    )
 
 
 @dataclass(frozen=True)
 class Action:
-    """What the gate does: DRAIN (with ``reason``), RESUME or NONE, and why, in one line."""
+    """What the gate does: DRAIN (with ``reason``, and the check that failed), RESUME or NONE,
+    and why, in one line."""
 
     kind: str
     why: str
     reason: str = ""
+    check: str | None = None
 
 
 def node_name(text: str) -> str:
@@ -162,58 +183,67 @@ def failed_check(doc: dict[str, Any]) -> dict[str, Any] | None:
     )
 
 
+def failed_name(doc: dict[str, Any]) -> str | None:
+    """The name of the report's first failed check, None when it has none a reason can carry."""
+    name = str((failed_check(doc) or {}).get("name", ""))
+    return name if CHECK_NAME.fullmatch(name) else None
+
+
 def reason_for(doc: dict[str, Any]) -> str:
     """``rocmlab: <check>: <short fix>`` for a failed report, at most REASON_MAX characters."""
     check = failed_check(doc) or {}
-    name = check.get("name") if CHECK_NAME.fullmatch(str(check.get("name", ""))) else "health"
+    name = failed_name(doc) or "health"
     head = f"{PREFIX} {name}: "
     fix = short_fix(str(check.get("fix") or "see the host's health report"), REASON_MAX - len(head))
     return (head + fix)[:REASON_MAX]
 
 
-def reason_check(reason: str) -> str | None:
-    """The check a reason rocmlab wrote names, None when it names none."""
-    match = re.match(rf"{re.escape(PREFIX)} ([a-z][a-z0-9_]*):", reason)
-    return match[1] if match else None
+def held_back(doc: dict[str, Any], record: Drain) -> str:
+    """Why the report ``doc`` cannot resume the drain ``record`` ("" when it can): its tier is
+    below what the drain needs, or a check that drained the node is not in it, passing."""
+    tier = doc.get("tier")
+    if not isinstance(tier, int) or tier < record.needs:
+        return f"{record.reason!r} needs tier {record.needs} to pass, this was tier {tier}"
+    found = {c.get("name"): c.get("status") for c in doc.get("checks", []) if isinstance(c, dict)}
+    for check in record.checks:
+        if found.get(check) not in ("pass", "warn"):
+            said = found.get(check) or "not in the report"
+            return f"{record.reason!r}: {check} must pass again, this run: {said}"
+    return ""
 
 
-def covers(tier: int, check: str | None, tiers: dict[str, int]) -> bool:
-    """Whether a run of ``tier`` reran the check that drained the node (a reason naming no
-    known check needs the highest tier, 2)."""
-    needed = tiers.get(check or "", 2)
-    return tier >= needed
-
-
-def decide(doc: dict[str, Any], node: Node, tiers: dict[str, int]) -> Action:
-    """What the verdict of ``doc`` (a ``rocmlab health --json`` report) does to ``node``.
-    ``tiers``: check name -> the tier that runs it."""
+def decide(
+    doc: dict[str, Any], node: Node, tiers: dict[str, int], record: Drain | None = None
+) -> Action:
+    """What the verdict of ``doc`` (a ``rocmlab health --json`` report) does to ``node``, with
+    root's ``record`` of its drain (None: rocmlab has drained nothing). ``tiers``: check name ->
+    the tier that reruns it."""
     verdict, tier = doc.get("verdict"), doc.get("tier")
     if verdict not in ("pass", "warn", "fail") or tier not in (0, 1, 2):
         raise SlurmGateError(
             f"the health report has verdict {verdict!r} and tier {tier!r}: not a report "
             "rocmlab health writes; the node's state was not changed"
         )
+    mine = ours(node, record)
     if verdict == "fail":
         reason = reason_for(doc)
         if node.base == "DOWN" or "FAIL" in node.flags:
             why = node.reason or "no reason"
             return Action(NONE, f"{node.name} is {node.state} already ({why}): left as it is")
-        if node.drained and not node.ours:
+        if node.drained and not mine:
             return Action(NONE, f"{node.name} is drained by someone else ({node.reason!r}): "
                           "left as it is")  # fmt: skip
-        if node.drained and node.reason == reason:
+        if mine and record is not None and record.reason == reason:
             return Action(NONE, f"{node.name} is drained already: {reason}")
-        return Action(DRAIN, f"drain {node.name}: {reason}", reason)
-    if not (node.drained and node.ours):
-        theirs = f" ({node.reason!r} is not rocmlab's)" if node.reason else ""
-        return Action(NONE, f"{node.name} is {node.state}: nothing to resume{theirs}")
-    check = reason_check(node.reason)
-    if not covers(tier, check, tiers):
-        return Action(
-            NONE,
-            f"{node.name} stays drained: {node.reason!r} needs tier "
-            f"{tiers.get(check or '', 2)} to pass, this was tier {tier}",
+        return Action(DRAIN, f"drain {node.name}: {reason}", reason, failed_name(doc))
+    if not mine or record is None:
+        theirs = (
+            f" ({node.reason!r} is not rocmlab's: root has no record of it)" if node.reason else ""
         )
+        return Action(NONE, f"{node.name} is {node.state}: nothing to resume{theirs}")
+    why = held_back(doc, record)
+    if why:
+        return Action(NONE, f"{node.name} stays drained: {why}")
     return Action(
         RESUME, f"resume {node.name}: tier {tier} verdict {verdict} ({node.reason!r} was rocmlab's)"
     )
@@ -232,11 +262,21 @@ Runner = Callable[[Sequence[str]], Any]
 
 
 def gate(
-    doc: dict[str, Any], name: str, run: Runner, tiers: dict[str, int], scontrol: str = "scontrol"
+    doc: dict[str, Any],
+    name: str,
+    run: Runner,
+    tiers: dict[str, int],
+    scontrol: str = "scontrol",
+    *,
+    state_dir: Path | None = None,
+    boot_id: str = "",
 ) -> Action:
-    """Read the node's state, decide, and change it. Raises SlurmGateError when scontrol is
-    missing, fails or prints what is not a node's description."""
+    """Read the node's state and root's record of its drain (in ``state_dir``), decide, change
+    it, and keep the record: written when a drain succeeded (``boot_id``: this boot), removed
+    when a resume did or when the node is no longer drained as recorded. Raises SlurmGateError
+    when scontrol is missing, fails or prints what is not a node's description."""
     name = node_name(name)
+    record, problem = drains.load(state_dir, name) if state_dir else (None, "")
     shown = run([scontrol, "show", "node", "-o", name])
     if shown is None:
         raise SlurmGateError(f"{scontrol} is not installed (or not on PATH): nothing was changed")
@@ -245,12 +285,46 @@ def gate(
             f"{scontrol} show node -o {name} exited {shown.returncode}: "
             f"{_clean(shown.stderr)[:200] or 'no message'}; nothing was changed"
         )
-    action = decide(doc, parse_node(shown.stdout, name), tiers)
+    node = parse_node(shown.stdout, name)
+    action = decide(doc, node, tiers, record)
+    if problem:
+        action = replace(action, why=f"{action.why} [{problem}]")
     argv = command(action, name, scontrol)
     if argv is None:
+        if state_dir is not None and record is not None and not ours(node, record):
+            drains.clear(state_dir)  # resumed or drained again by someone else: not ours now
         return action
     done = run(argv)
     if done is None or done.returncode != 0:
         said = _clean(done.stderr)[:200] if done is not None else "not installed"
         raise SlurmGateError(f"{' '.join(argv[1:4])} failed ({said or 'no message'}): {action.why}")
+    if state_dir is not None:
+        keep(state_dir, action, node, record, int(doc["tier"]), tiers, boot_id)
     return action
+
+
+def keep(
+    state_dir: Path,
+    action: Action,
+    node: Node,
+    record: Drain | None,
+    tier: int,
+    tiers: dict[str, int],
+    boot_id: str,
+) -> None:
+    """Root's record after ``action`` succeeded on ``node``: the drain recorded (with the
+    checks of the drain it replaces, when that was rocmlab's too), the resume forgotten."""
+    try:
+        if action.kind == RESUME:
+            drains.clear(state_dir)
+        elif action.kind == DRAIN:
+            earlier = record if ours(node, record) else None
+            drains.save(
+                state_dir,
+                drains.made(node.name, action.reason, action.check, tier, tiers, boot_id, earlier),
+            )
+    except OSError as exc:
+        raise SlurmGateError(
+            f"{action.why}, but root's record of it in {state_dir} could not be kept "
+            f"({exc.strerror or exc}): resume the node yourself once it is fixed"
+        ) from None

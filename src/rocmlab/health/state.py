@@ -9,12 +9,15 @@ Each check's record carries the boot it was read in (a counter of another boot s
 and when it was read. The file is read bounded (hostread: regular files only, 1 MiB); one that
 cannot be read or parsed is taken as no earlier run, and the run says so (WARN), never crashes.
 It is written atomically (a temporary file in the same directory, renamed over it) under a lock,
-merged with what another run may have saved meanwhile: the newer reading of each check wins.
+merged with what another run may have saved meanwhile: the newer reading of each check wins. The
+lock file is the running account's alone (mode 0600): another account cannot open it to hold it,
+and a lock held past LOCK_WAIT seconds fails the save (the run warns) instead of hanging it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -28,6 +31,8 @@ from rocmlab.common.hostread import MIB, read_bounded
 
 STATE_FILE = "state.json"
 LOCK_FILE = ".lock"
+# Seconds a save waits for the lock: another run's save takes milliseconds.
+LOCK_WAIT = 1.0
 STATE_LIMIT = 1 * MIB
 SCHEMA_VERSION = 1
 TOOL = "rocmlab health"
@@ -82,9 +87,9 @@ def save(directory: Path, records: dict[str, dict[str, Any]]) -> None:
     OSError when the directory cannot be created or written."""
     directory.mkdir(mode=0o755, parents=True, exist_ok=True)
     lock = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                   0o644)  # fmt: skip
+                   0o600)  # fmt: skip
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        _take(lock, directory / LOCK_FILE)
         current = load(directory).checks
         merged = dict(current)
         for name, mine in records.items():
@@ -99,6 +104,25 @@ def save(directory: Path, records: dict[str, dict[str, Any]]) -> None:
         write_atomically(directory / STATE_FILE, json.dumps(doc, indent=1) + "\n")
     finally:
         os.close(lock)
+
+
+def _take(fd: int, path: Path) -> None:
+    """The exclusive lock on ``fd`` within LOCK_WAIT seconds, else OSError naming ``path``; a
+    lock file of this account that others could open (an older version's 0644) is made 0600."""
+    info = os.fstat(fd)
+    if info.st_uid == os.geteuid() and info.st_mode & 0o077:
+        os.fchmod(fd, 0o600)
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise OSError(
+                    errno.EWOULDBLOCK, f"{path} is held by another process for over {LOCK_WAIT:g} s"
+                ) from None
+            time.sleep(0.05)
 
 
 def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
