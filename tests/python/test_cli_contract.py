@@ -8,13 +8,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from rocmlab_testutil import REPO
+from rocmlab_testutil import REPO, role_docs_tree
 
 from rocmlab.cli import build_parser, main
 from rocmlab.common import contract
@@ -162,18 +161,7 @@ def copy(tmp_path: Path) -> Path:
     """The roles, the playbooks (a fact they set is a role's to list), the lab example and the
     contract, copied so that a test can make them drift (with what else tools/role_docs.py reads
     and writes: the support catalog's reader, its copy and the README)."""
-    shutil.copytree(REPO / "roles", tmp_path / "roles")
-    shutil.copytree(REPO / "playbooks", tmp_path / "playbooks")
-    shutil.copytree(REPO / "inventory", tmp_path / "inventory")
-    shutil.copytree(REPO / "src" / "rocmlab" / "data", tmp_path / "src" / "rocmlab" / "data")
-    for name in (
-        "README.md",
-        "plugins/module_utils/support_catalog.py",
-        "src/rocmlab/common/support_catalog.py",
-    ):
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / name, tmp_path / name)
-    return tmp_path
+    return role_docs_tree(tmp_path)
 
 
 def edit_contract(root: Path, change: Any) -> None:

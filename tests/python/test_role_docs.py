@@ -8,13 +8,13 @@ role's settings."""
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from rocmlab_testutil import role_docs_tree
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("role_docs", REPO / "tools" / "role_docs.py")
@@ -28,18 +28,7 @@ def copy(tmp_path: Path) -> Path:
     """The roles, the playbooks (a fact they set is a role's to list), the lab example, the CLI's
     contract (which the smoke_test role copies) and the support catalog with its reader, its copy
     and the README (which it writes into), copied so that a test can make them drift."""
-    shutil.copytree(REPO / "roles", tmp_path / "roles")
-    shutil.copytree(REPO / "playbooks", tmp_path / "playbooks")
-    shutil.copytree(REPO / "inventory", tmp_path / "inventory")
-    shutil.copytree(REPO / "src" / "rocmlab" / "data", tmp_path / "src" / "rocmlab" / "data")
-    for name in (
-        "README.md",
-        "plugins/module_utils/support_catalog.py",
-        "src/rocmlab/common/support_catalog.py",
-    ):
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / name, tmp_path / name)
-    return tmp_path
+    return role_docs_tree(tmp_path)
 
 
 def test_the_repository_has_no_drift(capsys):

@@ -11,7 +11,6 @@ import copy as copying
 import hashlib
 import importlib.util
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ import yaml
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils import (
     support_catalog as collection_reader,
 )
-from rocmlab_testutil import REPO
+from rocmlab_testutil import REPO, role_docs_tree
 
 from rocmlab.common import support_catalog as wheel_reader
 from rocmlab.fleet.rules import release as fleet_release
@@ -245,15 +244,7 @@ def test_the_framework_tables_the_catalog_points_to_cover_its_releases():
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     """What tools/role_docs.py reads and writes, copied."""
-    for name in ("roles", "inventory", "src"):
-        shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "plugins" / "module_utils").mkdir(parents=True)
-    shutil.copy(
-        REPO / "plugins" / "module_utils" / "support_catalog.py",
-        tmp_path / "plugins" / "module_utils",
-    )
-    shutil.copy(REPO / "README.md", tmp_path / "README.md")
-    return tmp_path
+    return role_docs_tree(tmp_path)
 
 
 def digests(root: Path) -> dict[str, str]:
