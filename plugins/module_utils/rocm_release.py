@@ -5,61 +5,26 @@
 AMD's packages carry their release in their version: the last dot-separated field of the
 upstream version is the release written MMmmpp (rocm-core ``6.4.2.60402-120~22.04``, rocminfo
 ``1.0.0.60402-120~22.04``, amdgpu-dkms ``1:6.4.60402-2164967.22.04``; 7.1.0 is ``70100``, see
-the package lists of repo.radeon.com/rocm/apt/<release>/). Whether a package IS AMD's cannot be
-read from its version (Debian's liberror-perl ``0.17029-2`` has such a field too): that is
-amd_packages' fact, and release_of is used only on packages it names as AMD's.
+the package lists of repo.radeon.com/rocm/apt/<release>/), which support_catalog.release_of
+reads. Whether a package IS AMD's cannot be read from its version (Debian's liberror-perl
+``0.17029-2`` has such a field too): that is amd_packages' fact, and release_of is used only on
+packages it names as AMD's.
 
 Pure functions: the module rocm_release_plan feeds them apt's cache; tests feed them tables.
 """
 
 from __future__ import annotations
 
-import re
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.support_catalog import (
+    full_release,
+    leading_release,
+    release_key,
+    release_of,
+)
 
-# The release field: 5 or 6 digits, MMmmpp (6.4.2 -> 60402, 10.0.0 -> 100000).
-_RELEASE_FIELD = re.compile(r"(\d{1,2})(\d{2})(\d{2})")
-_CONFIGURED = re.compile(r"(\d{1,2})\.(\d{1,2})(?:\.(\d{1,2}))?")
-
-
-def release_of(version: str) -> str | None:
-    """The ROCm release an AMD package version belongs to ("6.4.2"), None for any other version."""
-    upstream = version.split(":", 1)[1] if ":" in version else version
-    if "-" in upstream:
-        upstream = upstream.rsplit("-", 1)[0]
-    if "." not in upstream:
-        return None
-    match = _RELEASE_FIELD.fullmatch(upstream.rsplit(".", 1)[1])
-    if match is None:
-        return None
-    major, minor, patch = (int(part) for part in match.groups())
-    return f"{major}.{minor}.{patch}"
-
-
-def full_release(configured: str) -> str:
-    """rocm_repo_version as a full release: "7.1" -> "7.1.0" (AMD's repo path drops ".0")."""
-    match = _CONFIGURED.fullmatch(configured.strip())
-    if match is None:
-        raise ValueError(f"not a ROCm release: {configured!r} (expected X.Y or X.Y.Z, e.g. 6.4.2)")
-    major, minor, patch = match.groups()
-    return f"{int(major)}.{int(minor)}.{int(patch or 0)}"
-
-
-_LEADING = re.compile(r"(\d{1,2})\.(\d{1,2})(?:\.(\d{1,2}))?(?![\d.])")
-
-
-def leading_release(text: str | None) -> str | None:
-    """The release a text starts with, as X.Y.Z: rocm_repo_version "7.1" and AMD's
-    /opt/rocm/.info/version "7.1.0-20" are both "7.1.0"; None for anything else."""
-    match = _LEADING.match((text or "").strip())
-    if match is None:
-        return None
-    major, minor, patch = match.groups()
-    return f"{int(major)}.{int(minor)}.{int(patch or 0)}"
-
-
-def release_key(release: str) -> tuple[int, ...]:
-    """A release ("6.4.2") as numbers, for ordering."""
-    return tuple(int(part) for part in release.split(".") if part.isdigit())
+# The release parsers are the support catalog's (one parser for the collection and the wheel);
+# the names stay importable from here.
+__all__ = ["full_release", "leading_release", "plan", "preview", "release_key", "release_of"]
 
 
 def plan(amd: dict[str, str], offered: dict[str, str], configured: str) -> dict:

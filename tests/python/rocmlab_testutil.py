@@ -6,6 +6,7 @@ import contextlib
 import gzip
 import http.server
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -91,3 +92,20 @@ def send_body(handler: http.server.BaseHTTPRequestHandler, body: bytes | None) -
     handler.send_header("Content-Length", str(len(body)))
     handler.end_headers()
     handler.wfile.write(body)
+
+
+def role_docs_tree(target: Path) -> Path:
+    """What tools/role_docs.py reads and writes, copied into TARGET so that a test can make it
+    drift: the roles, the playbooks (a fact they set is a role's to list), the inventories (the
+    lab example), rocmlab's data (the CLI's contract, the support catalog), the catalog's reader
+    and its copy, and the README (the support table)."""
+    for name in ("roles", "playbooks", "inventory", "src/rocmlab/data"):
+        shutil.copytree(REPO / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in (
+        "README.md",
+        "plugins/module_utils/support_catalog.py",
+        "src/rocmlab/common/support_catalog.py",
+    ):
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, target / name)
+    return target

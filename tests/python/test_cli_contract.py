@@ -8,13 +8,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from rocmlab_testutil import REPO
+from rocmlab_testutil import REPO, role_docs_tree
 
 from rocmlab.cli import build_parser, main
 from rocmlab.common import contract
@@ -160,12 +159,9 @@ def test_the_roles_checks_offer_what_the_cli_accepts() -> None:
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
     """The roles, the playbooks (a fact they set is a role's to list), the lab example and the
-    contract, copied so that a test can make them drift."""
-    shutil.copytree(REPO / "roles", tmp_path / "roles")
-    shutil.copytree(REPO / "playbooks", tmp_path / "playbooks")
-    shutil.copytree(REPO / "inventory", tmp_path / "inventory")
-    shutil.copytree(REPO / "src" / "rocmlab" / "data", tmp_path / "src" / "rocmlab" / "data")
-    return tmp_path
+    contract, copied so that a test can make them drift (with what else tools/role_docs.py reads
+    and writes: the support catalog's reader, its copy and the README)."""
+    return role_docs_tree(tmp_path)
 
 
 def edit_contract(root: Path, change: Any) -> None:

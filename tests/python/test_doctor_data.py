@@ -1,5 +1,6 @@
-"""The doctor's shipped tables: one source of truth with the gfx_override role, and the GPU
-reading rules agreeing with the role's gfx_detect module on every fixture tree."""
+"""The doctor's shipped tables: the support catalog, which the gfx_override role's tables are
+generated from, and the GPU reading rules agreeing with the role's gfx_detect module on every
+fixture tree."""
 
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ def role_vars() -> dict:
 
 
 def test_the_shipped_gfx_tables_are_the_roles() -> None:
-    """src/rocmlab/data/gfx_targets.json is the role's vars table, shipped in the wheel. After
-    editing roles/gfx_override/vars/main.yml, regenerate it (targets and pci_ids keys)."""
+    """The doctor's tables (the catalog's gfx, shipped in the wheel) are the role's vars tables,
+    which tools/role_docs.py writes from the catalog."""
     shipped = gfx_tables()
     assert shipped["targets"] == role_vars()["__gfx_override_targets"]
     assert shipped["pci_ids"] == role_vars()["__gfx_override_pci_ids"]
@@ -47,8 +48,8 @@ def test_the_tables_ship_inside_the_package() -> None:
     pyproject = (REPO / "pyproject.toml").read_text()
     assert '"rocmlab.data" = ["*.json"]' in pyproject
     data = REPO / "src" / "rocmlab" / "data"
-    for name in ("gfx_targets.json", "kernel_support.json"):
-        json.loads((data / name).read_text())
+    catalog = json.loads((data / "catalog.json").read_text())
+    assert {"platforms", "releases", "gfx"} <= set(catalog)
 
 
 def test_every_kernel_row_cites_its_source() -> None:
@@ -139,6 +140,6 @@ def test_the_wheel_carries_the_tables(tmp_path: Path) -> None:
     )
     (wheel,) = (tmp_path / "dist").glob("rocmlab-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "rocmlab/data/gfx_targets.json" in names
-    assert "rocmlab/data/kernel_support.json" in names
+    assert "rocmlab/data/catalog.json" in names
+    assert "rocmlab/common/support_catalog.py" in names
     assert "rocmlab/doctor/checks_gfx.py" in names

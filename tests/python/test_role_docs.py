@@ -8,13 +8,13 @@ role's settings."""
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from rocmlab_testutil import role_docs_tree
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("role_docs", REPO / "tools" / "role_docs.py")
@@ -25,14 +25,10 @@ _spec.loader.exec_module(role_docs)
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
-    """The roles, the playbooks (a fact they set is a role's to list), the lab example and the
-    CLI's contract (which the smoke_test role copies), copied so that a test can make them
-    drift."""
-    shutil.copytree(REPO / "roles", tmp_path / "roles")
-    shutil.copytree(REPO / "playbooks", tmp_path / "playbooks")
-    shutil.copytree(REPO / "inventory", tmp_path / "inventory")
-    shutil.copytree(REPO / "src" / "rocmlab" / "data", tmp_path / "src" / "rocmlab" / "data")
-    return tmp_path
+    """The roles, the playbooks (a fact they set is a role's to list), the lab example, the CLI's
+    contract (which the smoke_test role copies) and the support catalog with its reader, its copy
+    and the README (which it writes into), copied so that a test can make them drift."""
+    return role_docs_tree(tmp_path)
 
 
 def test_the_repository_has_no_drift(capsys):

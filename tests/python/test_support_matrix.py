@@ -1,6 +1,7 @@
-"""The support matrix is written once (roles/rocmlab/vars/main.yml, __rocmlab_platforms); every
-role's meta/main.yml, the per-distribution vars files, the Molecule images and the README agree
-with it."""
+"""The support matrix comes from the support catalog (src/rocmlab/data/catalog.json), written by
+tools/role_docs.py into roles/rocmlab/vars/main.yml (__rocmlab_platforms); every role's
+meta/main.yml, the per-distribution vars files, the Molecule images and the README agree with
+it."""
 
 from __future__ import annotations
 

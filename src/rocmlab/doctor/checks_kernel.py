@@ -3,13 +3,11 @@ running kernel against what the installed ROCm release supports."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from functools import cache
-from importlib import resources
 from typing import Any
 
+from rocmlab.common import support_catalog
 from rocmlab.doctor.checks_software import installed_rocm
 from rocmlab.doctor.context import KERNEL_LOG_LIMIT, Context, limit_text
 from rocmlab.doctor.model import FAIL, WARN, Result, failed, passed, skipped, warned
@@ -362,16 +360,9 @@ def check_boot_space(ctx: Context) -> Result:
     )
 
 
-@cache
 def kernel_table() -> dict[str, Any]:
-    """The kernel series AMD supports per ROCm release and distribution (rocmlab/data)."""
-    text = resources.files("rocmlab.data").joinpath("kernel_support.json").read_text("utf-8")
-    return json.loads(text)
-
-
-# Ubuntu releases by codename, for derivatives (Linux Mint, Pop!_OS) that name their base in
-# os-release's UBUNTU_CODENAME and run its kernels.
-UBUNTU_CODENAMES = {"jammy": "22.04", "noble": "24.04"}
+    """The kernel series AMD supports per ROCm release and distribution (the support catalog)."""
+    return support_catalog.shipped().kernel_table()
 
 
 def distribution_key(ctx: Context) -> str:
@@ -379,7 +370,9 @@ def distribution_key(ctx: Context) -> str:
     fields = ctx.os_release()
     ident = fields.get("ID", "").lower()
     version = fields.get("VERSION_ID", "")
-    base = UBUNTU_CODENAMES.get(fields.get("UBUNTU_CODENAME", ""))
+    # Derivatives (Linux Mint, Pop!_OS) name their Ubuntu base in UBUNTU_CODENAME and run its
+    # kernels.
+    base = support_catalog.shipped().ubuntu_codenames().get(fields.get("UBUNTU_CODENAME", ""))
     if ident != "ubuntu" and base:
         return f"ubuntu {base}"
     if ident == "debian":

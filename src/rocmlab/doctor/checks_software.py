@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rocmlab.common.support_catalog import major_minor, version_numbers
 from rocmlab.doctor.context import Context
 from rocmlab.doctor.gpus import detect, override_target, visible
 from rocmlab.doctor.model import Result, failed, passed, skipped, warned
@@ -12,7 +13,6 @@ from rocmlab.doctor.model import Result, failed, passed, skipped, warned
 ROCM_INFO_VERSION = "/opt/rocm/.info/version"
 # AMD numbers its rocminfo package 1.0.0.<ROCm as 5 digits>: 1.0.0.60401-83~24.04.
 _AMD_ROCMINFO_RE = re.compile(r"^1\.0\.0\.\d{5}")
-_RELEASE_RE = re.compile(r"^(?:\d+:)?(\d+)\.(\d+)(?:\.(\d+))?")
 _VENDORS_DIR = "/etc/OpenCL/vendors"
 
 
@@ -31,15 +31,10 @@ class RocmInstall:
         return major_minor(self.amd or self.distro or "")
 
 
-def major_minor(version: str) -> str | None:
-    """``6.4`` of ``6.4.1-83``, ``6.4.1.60401-83~24.04``, ``6.2.41133-dd7f95766``."""
-    match = _RELEASE_RE.match(version.strip())
-    return f"{match[1]}.{match[2]}" if match else None
-
-
 def _upstream(version: str) -> str:
-    match = _RELEASE_RE.match(version)
-    return ".".join(part for part in match.groups() if part) if match else version
+    """``6.4.1`` of ``6.4.1-83``; the version itself when it has no X.Y."""
+    numbers = version_numbers(version)
+    return ".".join(str(part) for part in numbers) if numbers else version
 
 
 def installed_rocm(ctx: Context) -> RocmInstall:

@@ -5,21 +5,19 @@ on hosts without rocmlab, so it cannot share this code): GPU nodes of the KFD to
 order (``simd_count > 0``, AMD or unset ``vendor_id``), ``gfx_target_version`` decoded with minor
 and stepping in hex, integrated when the node carries CPU cores or the table marks the target
 ``igpu``, and an unknown target taken as native. tests/python/test_doctor_gpus.py checks that both
-give the same answers on every fixture tree. The tables are the role's, shipped as
-rocmlab/data/gfx_targets.json.
+give the same answers on every fixture tree. The tables are the support catalog's
+(rocmlab/data/catalog.json), which the role's vars are generated from.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rocmlab.common import support_catalog
 from rocmlab.doctor.context import read_text
 
 # How a sysfs file is read: hostread's bounded read (Context.read_path also notes what it
@@ -35,11 +33,9 @@ GFX_NAME_RE = re.compile(r"^gfx(\d+)([0-9a-f])([0-9a-f])$")
 OVERRIDE_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 
 
-@cache
 def gfx_tables() -> dict[str, Any]:
-    """The role's tables: {"targets": {gfx: {override, usable, igpu, note}}, "pci_ids": {...}}."""
-    text = resources.files("rocmlab.data").joinpath("gfx_targets.json").read_text("utf-8")
-    return json.loads(text)
+    """The catalog's tables: {"targets": {gfx: {override, usable, igpu, note}}, "pci_ids": ...}."""
+    return support_catalog.shipped().gfx()
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ drift and slow flags across hosts. The result is the ``fleet.json`` document (ro
 
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
 from functools import lru_cache
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rocmlab import __version__
+from rocmlab.common.support_catalog import leading_release
 from rocmlab.fleet.gather import Gathered, HostRecords, gather
 from rocmlab.fleet.inventory import Declared
 from rocmlab.fleet.records import ROOT_TIERS, SHARED_CHECKS
@@ -134,19 +134,11 @@ def _pick(doc: dict[str, Any] | None, *keys: str) -> dict[str, Any] | None:
     return {key: doc.get(key) for key in keys} if doc is not None else None
 
 
-_RELEASE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
-
-
 def release(text: str | None) -> str | None:
     """A ROCm release as X.Y.Z: "7.1" (rocm_repo_version) and "7.1.0-20" (AMD's
-    /opt/rocm/.info/version) are both "7.1.0"; None for anything else. (The rollout's preflight
-    line reads releases the same way, leading_release in the collection's module_utils: this
-    package never imports the collection.)"""
-    match = _RELEASE.match(text or "")
-    if match is None:
-        return None
-    major, minor, patch = match.groups()
-    return f"{int(major)}.{int(minor)}.{int(patch or 0)}"
+    /opt/rocm/.info/version) are both "7.1.0"; None for anything else. The support catalog's
+    parser, as the rollout's preflight line reads releases."""
+    return leading_release(text)
 
 
 def installed_rocm(rec: HostRecords) -> str | None:

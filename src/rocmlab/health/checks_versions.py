@@ -16,7 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rocmlab.doctor.checks_software import check_rocm_release, installed_rocm, major_minor
+from rocmlab.common.support_catalog import major_minor, version_numbers
+from rocmlab.doctor.checks_software import check_rocm_release, installed_rocm
 from rocmlab.doctor.context import MIB, SMALL_FILE_LIMIT, Context
 from rocmlab.doctor.model import FAIL, Result, failed, passed, skipped, warned
 from rocmlab.health.checks_node import worst
@@ -232,13 +233,7 @@ def _upstream_equal(installed: str, recorded: str) -> bool | None:
     """Whether two ROCm versions name the same release (6.4.2 = 6.4.2-120 = 6.4.2.60402);
     major.minor.patch compared, major.minor when one has no patch."""
 
-    def parts(text: str) -> tuple[int, ...] | None:
-        match = re.match(r"^(?:\d+:)?(\d+)\.(\d+)(?:\.(\d+))?", text.strip())
-        if not match:
-            return None
-        return tuple(int(p) for p in match.groups() if p is not None)
-
-    a, b = parts(installed), parts(recorded)
+    a, b = version_numbers(installed), version_numbers(recorded)
     if a is None or b is None:
         return None
     length = min(len(a), len(b))
