@@ -77,7 +77,8 @@ def test_the_passing_job_recorded_the_hosts_known_good_state(host):
     record = host.file("/var/lib/rocmlab/known-good.json")
     assert (record.user, record.group, record.mode) == ("root", "root", 0o600)
     data = json.loads(record.content_string)
-    assert data["format"] == 1 and data["since"].endswith("Z")
+    assert data["format"] == 2 and data["since"].endswith("Z")
+    assert re.fullmatch(r"[0-9a-f]{64}", data["digest"])  # over the whole record
     assert data["kernel"] == host.check_output("uname -r")
     # No ROCm on this host: no AMD package, no release; the venv the job ran in, frozen.
     assert data["packages"] == {} and data["rocm_version"] is None
