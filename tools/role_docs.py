@@ -444,18 +444,14 @@ def folded(name: str, value: str) -> list[str]:
 
 
 def rocm_repo_platform_vars(reader: Any, platform: dict) -> str:
-    """roles/rocm_repo/vars/<Distribution>-<major>.yml: where ROCm comes from by default, AMD's
-    legacy suite and why AMD's packages are refused there."""
+    """roles/rocm_repo/vars/<Distribution>-<major>.yml: where ROCm comes from by default (AMD's
+    suites and folders, and why its packages are refused, the role reads from the catalog itself:
+    filter rocm_sources)."""
     lines = generated_header(f"platform {reader.platform_name(platform)}")
     if platform.get("amd_note"):
         lines += wrap("# ", platform["amd_note"])
     lines += [
         f"__rocm_repo_default_source: {platform['rocm_source']}",
-        f"__rocm_repo_amd_suite: {platform['amd']['legacy']}",
-        *folded(
-            "__rocm_repo_amd_unsupported_reason",
-            platform.get("amd_unsupported", {}).get("legacy", ""),
-        ),
     ]
     return "\n".join(lines) + "\n"
 
@@ -467,12 +463,6 @@ def rocm_packages_platform_vars(reader: Any, platform: dict) -> str:
         lines += wrap("# ", platform["distro_note"])
     lines.append("__rocm_packages_distro_default:")
     lines += [f"  - {package}" for package in platform["distro_packages"]]
-    return "\n".join(lines) + "\n"
-
-
-def amdgpu_map(catalog: Any) -> str:
-    lines = ["__rocm_repo_amdgpu_versions:"]
-    lines += [f'  "{release}": "{driver}"' for release, driver in catalog.amdgpu_versions().items()]
     return "\n".join(lines) + "\n"
 
 
@@ -510,8 +500,9 @@ def gfx_tables(catalog: Any, prefix: str) -> str:
 def readme_support(reader: Any, catalog: Any) -> str:
     """The README's support tables and the sentence that says what is tested here."""
     lines = [
-        "| system | codename | ROCm by default | AMD's legacy packages | Python | tested here |",
-        "|---|---|---|---|---|---|",
+        "| system | codename | ROCm by default | AMD's legacy packages | AMD's Core SDK "
+        "| Python | tested here |",
+        "|---|---|---|---|---|---|---|",
     ]
     for p in catalog.platforms:
         refused = p.get("amd_unsupported", {}).get("legacy")
@@ -519,8 +510,9 @@ def readme_support(reader: Any, catalog: Any) -> str:
             " (refused: AMD's packages do not install)" if refused else ""
         )
         source = "AMD's" if p["rocm_source"] == "amd" else "the distribution's"
+        core = f"`{p['amd']['core']}`" if "core" in p["amd"] else "-"
         lines.append(
-            f"| {reader.platform_name(p)} | {p['codename']} | {source} | {legacy} | "
+            f"| {reader.platform_name(p)} | {p['codename']} | {source} | {legacy} | {core} | "
             f"{p['python']} | {'yes' if p['tested'] else 'no'} |"
         )
     lines += [
@@ -535,7 +527,8 @@ def readme_support(reader: Any, catalog: Any) -> str:
         )
         if kernels and not r["kernels_verified"]:
             kernels += " (not verified)"
-        lines.append(f"| {r['version']}.x | {r['line']} | {r['driver']} | {kernels or '-'} |")
+        driver = r["driver"] or "its own product"
+        lines.append(f"| {r['version']}.x | {r['line']} | {driver} | {kernels or '-'} |")
     tested = [reader.platform_name(p) for p in catalog.platforms if p["tested"]]
     untested = [reader.platform_name(p) for p in catalog.platforms if not p["tested"]]
     lines += ["", f"Tested here: {', '.join(tested)}."]
@@ -567,7 +560,6 @@ def from_catalog(root: Path) -> tuple[dict[Path, str], list[Path], list[str]]:
         if path not in wanted
     ]
     blocks = (
-        ("rocm_repo", "amdgpu driver versions", amdgpu_map(catalog)),
         ("rocmlab", "support matrix", support_matrix(reader, catalog)),
         ("gfx_override", "gfx tables", gfx_tables(catalog, "__gfx_override")),
         ("slurm_health", "gfx tables", gfx_tables(catalog, "__slurm_health_gfx")),
@@ -586,24 +578,28 @@ def from_catalog(root: Path) -> tuple[dict[Path, str], list[Path], list[str]]:
 def defaults_drift(roles: Path, catalog: Any) -> list[str]:
     """Where rocm_repo's defaults name another key, origin or release than the catalog's."""
     defaults = load_yaml(roles / "rocm_repo" / "defaults" / "main.yml")
-    legacy = catalog.data["lines"]["legacy"]
     problems = []
     where = "roles/rocm_repo/defaults/main.yml"
-    if defaults.get("rocm_repo_key_fingerprint") != legacy["key"]["fingerprint"]:
-        problems.append(
-            f"{where}: rocm_repo_key_fingerprint is {defaults.get('rocm_repo_key_fingerprint')!r}, "
-            f"the catalog's legacy key is {legacy['key']['fingerprint']!r} ({CATALOG})"
-        )
-    if defaults.get("rocm_repo_pin_origin") != legacy["origin"]:
-        problems.append(
-            f"{where}: rocm_repo_pin_origin is {defaults.get('rocm_repo_pin_origin')!r}, "
-            f"the catalog's legacy origin is {legacy['origin']!r} ({CATALOG})"
-        )
-    if not str(defaults.get("rocm_repo_key_url", "")).endswith("/" + legacy["key"]["path"]):
-        problems.append(
-            f"{where}: rocm_repo_key_url does not end in the catalog's key path "
-            f"{legacy['key']['path']!r} ({CATALOG})"
-        )
+    for line, prefix in (("legacy", "rocm_repo_"), ("core", "rocm_repo_core_")):
+        entry = catalog.data["lines"].get(line)
+        if entry is None:
+            continue
+        fingerprint = defaults.get(f"{prefix}key_fingerprint")
+        if fingerprint != entry["key"]["fingerprint"]:
+            problems.append(
+                f"{where}: {prefix}key_fingerprint is {fingerprint!r}, "
+                f"the catalog's {line} key is {entry['key']['fingerprint']!r} ({CATALOG})"
+            )
+        if defaults.get(f"{prefix}pin_origin") != entry["origin"]:
+            problems.append(
+                f"{where}: {prefix}pin_origin is {defaults.get(f'{prefix}pin_origin')!r}, "
+                f"the catalog's {line} origin is {entry['origin']!r} ({CATALOG})"
+            )
+        if not str(defaults.get(f"{prefix}key_url", "")).endswith("/" + entry["key"]["path"]):
+            problems.append(
+                f"{where}: {prefix}key_url does not end in the catalog's {line} key path "
+                f"{entry['key']['path']!r} ({CATALOG})"
+            )
     if catalog.release(str(defaults.get("rocm_repo_version", ""))) is None:
         problems.append(
             f"{where}: rocm_repo_version {defaults.get('rocm_repo_version')!r} is no release of "

@@ -31,15 +31,23 @@ _PACKAGE_FIELD = re.compile(r"(\d{1,2})(\d{2})(\d{2})")
 _CONFIGURED = re.compile(r"(\d{1,2})\.(\d{1,2})(?:\.(\d{1,2}))?")
 _LEADING = re.compile(r"(\d{1,2})\.(\d{1,2})(?:\.(\d{1,2}))?(?![\d.])")
 _NUMBERS = re.compile(r"(?:\d+:)?(\d+)\.(\d+)(?:\.(\d+))?")
+# A Core SDK package's upstream version is its release (TheRock's docs/packaging/versioning.md:
+# X.Y.Z, or X.Y.Z~preN / ~YYYYMMDD before a release).
+_CORE_UPSTREAM = re.compile(r"(\d{1,2})\.(\d{1,2})\.(\d{1,2})(?:~[a-z0-9.]{1,40})?")
+# The first series of the Core SDK line (TheRock's first preview was 7.9; 7.14 its first
+# production release).
+CORE_FROM = (7, 9)
 
 
 def release_of(version: str) -> str | None:
     """The ROCm release an AMD package version belongs to ("6.4.2"), None for any other version.
 
-    AMD's packages carry their release as the last dot-separated field of the upstream version,
-    MMmmpp: rocm-core ``6.4.2.60402-120~22.04``, amdgpu-dkms ``1:6.4.60402-2164967.22.04``.
-    Whether a package IS AMD's cannot be read from its version (Debian's liberror-perl
-    ``0.17029-2`` has such a field too): use it only on packages known to be AMD's."""
+    AMD's legacy packages carry their release as the last dot-separated field of the upstream
+    version, MMmmpp: rocm-core ``6.4.2.60402-120~22.04``, amdgpu-dkms
+    ``1:6.4.60402-2164967.22.04``. The Core SDK's (amdrocm*, 7.9 and later) carry it as their
+    upstream version: amdrocm-core10.0 ``10.0.0-1``. Whether a package IS AMD's cannot be read
+    from its version (Debian's liberror-perl ``0.17029-2`` has such a field too): use it only on
+    packages known to be AMD's."""
     upstream = version.split(":", 1)[1] if ":" in version else version
     if "-" in upstream:
         upstream = upstream.rsplit("-", 1)[0]
@@ -47,7 +55,10 @@ def release_of(version: str) -> str | None:
         return None
     match = _PACKAGE_FIELD.fullmatch(upstream.rsplit(".", 1)[1])
     if match is None:
-        return None
+        core = _CORE_UPSTREAM.fullmatch(upstream)
+        if core is None or (int(core.group(1)), int(core.group(2))) < CORE_FROM:
+            return None
+        return ".".join(str(int(part)) for part in core.groups())
     major, minor, patch = (int(part) for part in match.groups())
     return f"{major}.{minor}.{patch}"
 
@@ -107,7 +118,7 @@ _WORD = re.compile(r"[a-z][a-z0-9]{1,31}")
 _PYTHON = re.compile(r"3\.\d{1,2}")
 _PACKAGE = re.compile(r"[a-z0-9][a-z0-9.+-]{1,63}")
 _FINGERPRINT = re.compile(r"[0-9A-F]{40}")
-_PATH = re.compile(r"[a-z0-9][a-z0-9./_{}-]{0,99}")
+_PATH = re.compile(r"[a-z0-9{][a-z0-9./_{}-]{0,99}")
 _GFX = re.compile(r"gfx[0-9a-f]{3,4}")
 _OVERRIDE = re.compile(r"(?:\d{1,2}\.\d{1,3}\.\d{1,3})?")
 _PCI_ID = re.compile(r"[0-9a-f]{4}")
@@ -115,6 +126,7 @@ _PCI_ID = re.compile(r"[0-9a-f]{4}")
 _TOP = {"about": str, "lines": dict, "platforms": list, "releases": list, "gfx": dict}
 _TOP_OPTIONAL = {"frameworks": dict}
 _LINE = {"about": str, "repositories": dict, "key": dict, "origin": str}
+_LINE_OPTIONAL = {"suite": str}
 _PLATFORM = {
     "distribution": str,
     "version": str,
@@ -127,7 +139,13 @@ _PLATFORM = {
 }
 _PLATFORM_OPTIONAL = {"amd_unsupported": dict, "amd_note": str, "distro_note": str}
 _RELEASE = {"version": str, "line": str, "driver": str, "repositories": list}
-_RELEASE_OPTIONAL = {"kernels": dict, "kernels_source": str, "kernels_verified": bool}
+_RELEASE_OPTIONAL = {
+    "kernels": dict,
+    "kernels_source": str,
+    "kernels_verified": bool,
+    "targets": list,
+    "targets_source": str,
+}
 _TARGET = {"override": str, "usable": bool, "igpu": bool, "note": str}
 _PCI = {"gfx": str, "name": str}
 _FRAMEWORK = {"file": str, "table": str}
@@ -181,12 +199,18 @@ def _line_problems(name: str, line: object) -> list[str]:
     where = f"lines.{name}"
     if name not in LINES:
         return [f"{where}: {name!r} is not a release line (accepted: {', '.join(LINES)})"]
-    problems = _fields(where, line, _LINE)
+    problems = _fields(where, line, _LINE, _LINE_OPTIONAL)
     if problems:
         return problems
+    if name == "core" and "suite" not in line:
+        problems.append(f"{where}: suite is missing (the suite of every system's repository)")
+    if "suite" in line:
+        problems += _match(where, "suite", line["suite"], _WORD, "an apt suite")
     for repo, path in line["repositories"].items():
         problems += _match(where, f"repositories.{repo}", path, _PATH, "a repository path")
-    problems += _fields(f"{where}.key", line["key"], {"path": str, "fingerprint": str})
+    problems += _fields(
+        f"{where}.key", line["key"], {"path": str, "fingerprint": str}, {"verified": bool}
+    )
     if not problems:
         problems += _match(where, "key.path", line["key"]["path"], _PATH, "a path")
         problems += _match(
@@ -249,9 +273,22 @@ def _release_problems(index: int, release: object, lines: dict, keys: set) -> li
     if problems:
         return problems
     problems += _match(where, "version", version, _SERIES, "a release series (X.Y, e.g. 7.1)")
-    problems += _match(
-        where, "driver", release["driver"], _DRIVER, "an amdgpu repository version (30.20)"
-    )
+    if release["line"] == "core":
+        # The Core SDK carries no driver: amdgpu is a product of its own (RFC0009).
+        if release["driver"] != "":
+            problems.append(f"{where}: driver must be \"\" on the core line (no driver repository)")
+        targets = release.get("targets")
+        if not isinstance(targets, list) or not targets:
+            problems.append(f"{where}: targets is missing (the gfx targets it has code for)")
+        else:
+            for target in targets:
+                problems += _match(where, "targets", target, _GFX, "a gfx target (gfx1100)")
+            if not release.get("targets_source"):
+                problems.append(f"{where}: targets_source is missing (where they were read)")
+    else:
+        problems += _match(
+            where, "driver", release["driver"], _DRIVER, "an amdgpu repository version (30.20)"
+        )
     line = lines.get(release["line"])
     if line is None:
         problems.append(
@@ -407,8 +444,20 @@ class Catalog:
         return {
             r["version"]: r["driver"]
             for r in sorted(self.data["releases"], key=lambda r: release_key(r["version"]))
-            if r["driver"] != r["version"]
+            if r["driver"] and r["driver"] != r["version"]
         }
+
+    def line(self, release: dict) -> dict:
+        """The release line's entry (repositories, key, origin, suite) of a release entry."""
+        return self.data["lines"][release["line"]]
+
+    def native_targets(self, text: str | None) -> list | None:
+        """The gfx targets a Core SDK release has code objects for; None for a legacy or an
+        unknown release (the gfx table's override column speaks for the legacy line)."""
+        release = self.release(text)
+        if release is None or release["line"] != "core":
+            return None
+        return list(release["targets"])
 
 
 def default_path() -> Path:

@@ -18,6 +18,7 @@ import yaml
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils import (
     support_catalog as collection_reader,
 )
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import rocm_sources
 from rocmlab_testutil import REPO, role_docs_tree
 
 from rocmlab.common import support_catalog as wheel_reader
@@ -28,6 +29,25 @@ _spec = importlib.util.spec_from_file_location("role_docs", REPO / "tools" / "ro
 assert _spec is not None and _spec.loader is not None
 role_docs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(role_docs)
+
+
+# rocm_repo's settings as its defaults give them, on Debian 12.
+SETTINGS = {
+    "distribution": "Debian",
+    "major": "12",
+    "suite": "",
+    "base_url": "https://repo.radeon.com",
+    "amdgpu_enabled": True,
+    "amdgpu_version": "",
+    "graphics_enabled": True,
+    "key_url": "https://repo.radeon.com/rocm/rocm.gpg.key",
+    "key_fingerprint": "CA8BB4727A47B4D09B4EE8969386B48A1A693C5C",
+    "pin_origin": "repo.radeon.com",
+    "core_url": "https://repo.amd.com/rocm/packages",
+    "core_key_url": "https://repo.amd.com/rocm/packages/gpg/rocm.gpg",
+    "core_key_fingerprint": "D0F004A0025A1145C7807FCD0701EAC4D5E02107",
+    "core_pin_origin": "repo.amd.com",
+}
 
 
 def data() -> dict:
@@ -54,10 +74,19 @@ def test_the_views_rocmlab_reads():
     catalog = wheel_reader.shipped()
     assert catalog.amdgpu_versions() == {"7.0": "30.10", "7.1": "30.20", "7.2": "30.30"}
     assert catalog.ubuntu_codenames() == {"jammy": "22.04", "noble": "24.04"}
-    assert [r["version"] for r in catalog.releases] == ["7.2", "7.1", "7.0", "6.4", "6.3", "6.2"]
+    assert [r["version"] for r in catalog.releases] == [
+        "10.0", "7.14", "7.2", "7.1", "7.0", "6.4", "6.3", "6.2"
+    ]  # fmt: skip
     assert catalog.release("7.1.2")["driver"] == "30.20"
     assert catalog.release("1:6.4.60402-2164967.22.04")["version"] == "6.4"
-    assert catalog.release("7.14.0") is None
+    assert catalog.release("7.14.0")["line"] == "core"
+    assert catalog.release("7.9.0") is None
+    # The Core SDK's native targets: RDNA2 cards the legacy line needed an override for.
+    assert {"gfx1030", "gfx1031", "gfx1100", "gfx1201", "gfx942"} <= set(
+        catalog.native_targets("10.0.0")
+    )
+    assert catalog.native_targets("6.4.2") is None
+    assert catalog.line(catalog.release("10.0"))["suite"] == "stable"
     assert catalog.release("rocm") is None
     kernels = catalog.kernel_table()["releases"]
     assert kernels["7.1"]["kernels"]["debian 13"] == ["6.12"]
@@ -111,31 +140,47 @@ BAD = {
     ),
     "a driver that is no version": (
         lambda d: release(d, "7.1").update(driver="30.2x"),
-        "releases[1] (7.1): driver '30.2x' is not an amdgpu repository version (30.20)",
+        "releases[3] (7.1): driver '30.2x' is not an amdgpu repository version (30.20)",
     ),
     "a release of a line the catalog does not describe": (
-        lambda d: release(d, "7.1").update(line="core"),
-        "releases[1] (7.1): line 'core' is not in lines (legacy)",
+        lambda d: d["lines"].pop("core"),
+        "releases[0] (10.0): line 'core' is not in lines (legacy)",
+    ),
+    "a Core SDK release without its targets": (
+        lambda d: release(d, "10.0").pop("targets"),
+        "releases[0] (10.0): targets is missing (the gfx targets it has code for)",
+    ),
+    "a Core SDK release with a driver": (
+        lambda d: release(d, "7.14").update(driver="30.40"),
+        'releases[1] (7.14): driver must be "" on the core line (no driver repository)',
+    ),
+    "a Core SDK target that is no gfx target": (
+        lambda d: release(d, "10.0")["targets"].append("navi31"),
+        "releases[0] (10.0): targets 'navi31' is not a gfx target (gfx1100)",
+    ),
+    "the Core SDK line without its suite": (
+        lambda d: d["lines"]["core"].pop("suite"),
+        "lines.core: suite is missing (the suite of every system's repository)",
     ),
     "kernels for a system that is not a platform": (
         lambda d: release(d, "6.4")["kernels"].update({"debian 11": ["5.10"]}),
-        "releases[3] (6.4): kernels names 'debian 11', which is no platform",
+        "releases[5] (6.4): kernels names 'debian 11', which is no platform",
     ),
     "a kernel that is no series": (
         lambda d: release(d, "6.4")["kernels"].update({"debian 12": ["6.1.0-28"]}),
-        "releases[3] (6.4): kernels['debian 12'] '6.1.0-28' is not a kernel series (6.8)",
+        "releases[5] (6.4): kernels['debian 12'] '6.1.0-28' is not a kernel series (6.8)",
     ),
     "a release listed twice": (
         lambda d: d["releases"].append(copying.deepcopy(release(d, "7.2"))),
-        "releases[6] (7.2): listed again (releases[0])",
+        "releases[8] (7.2): listed again (releases[2])",
     ),
     "a release written in full": (
         lambda d: release(d, "7.2").update(version="7.2.1"),
-        "releases[0] (7.2.1): version '7.2.1' is not a release series (X.Y, e.g. 7.1)",
+        "releases[2] (7.2.1): version '7.2.1' is not a release series (X.Y, e.g. 7.1)",
     ),
     "a repository the line does not have": (
         lambda d: release(d, "7.2")["repositories"].append("multimedia"),
-        "releases[0] (7.2): repository 'multimedia' is not one of line legacy's",
+        "releases[2] (7.2): repository 'multimedia' is not one of line legacy's",
     ),
     "a key fingerprint in lower case": (
         lambda d: d["lines"]["legacy"]["key"].update(
@@ -236,7 +281,8 @@ def test_the_framework_tables_the_catalog_points_to_cover_its_releases():
         for name, pointer in frameworks.items()
     }
     built_by_pytorch = {rocm for row in tables["pytorch"].values() for rocm in row["rocm"]}
-    for entry in data()["releases"]:
+    # The Core SDK's frameworks are TheRock's wheels, not these tables' indexes.
+    for entry in (r for r in data()["releases"] if r["line"] == "legacy"):
         assert entry["version"] in tables["tensorflow"], entry["version"]
         assert entry["version"] in built_by_pytorch, entry["version"]
 
@@ -283,16 +329,27 @@ ROCM_7_3 = {
     "kernels_source": "a fictitious release of this test",
     "kernels_verified": False,
 }
+ROCM_10_2 = {
+    "version": "10.2",
+    "line": "core",
+    "driver": "",
+    "repositories": ["rocm"],
+    "targets": ["gfx942", "gfx1100", "gfx1201"],
+    "targets_source": "a fictitious release of this test",
+}
 
 
 def test_a_new_release_and_system_are_one_catalog_entry_each(tree, capsys):
-    """Adding ROCm 7.3 and Debian 14 to the catalog alone: --check names what is stale, the tool
-    rewrites exactly the files that follow from them, and the tree is whole again."""
+    """Adding ROCm 7.3, ROCm 10.2 (Core SDK) and Debian 14 to the catalog alone: --check names
+    what is stale, the tool rewrites exactly the files that follow from them, the tree is whole
+    again, and rocm_repo's sources of the new releases follow from the catalog alone."""
     before = digests(tree)
 
     def add(catalog):
         catalog["platforms"].append(FORKY)
         catalog["releases"].insert(0, ROCM_7_3)
+        catalog["releases"].insert(0, ROCM_10_2)
+        catalog["platforms"][-1]["amd"]["core"] = "debian14"
 
     edit_catalog(tree, add)
     assert role_docs.main(["--check", "--root", str(tree)]) == 1
@@ -311,7 +368,6 @@ def test_a_new_release_and_system_are_one_catalog_entry_each(tree, capsys):
         "src/rocmlab/data/catalog.json",
         "roles/rocm_repo/vars/Debian-14.yml",
         "roles/rocm_packages/vars/Debian-14.yml",
-        "roles/rocm_repo/vars/main.yml",
         "roles/rocmlab/vars/main.yml",
         "README.md",
     }
@@ -320,15 +376,9 @@ def test_a_new_release_and_system_are_one_catalog_entry_each(tree, capsys):
         platforms = yaml.safe_load((tree / meta).read_text())["galaxy_info"]["platforms"]
         assert {"name": "Debian", "versions": ["bookworm", "trixie", "forky"]} in platforms
     rocm_repo = yaml.safe_load((tree / "roles/rocm_repo/vars/Debian-14.yml").read_text())
-    assert rocm_repo == {
-        "__rocm_repo_default_source": "distro",
-        "__rocm_repo_amd_suite": "noble",
-        "__rocm_repo_amd_unsupported_reason": FORKY["amd_unsupported"]["legacy"],
-    }
+    assert rocm_repo == {"__rocm_repo_default_source": "distro"}
     rocm_packages = yaml.safe_load((tree / "roles/rocm_packages/vars/Debian-14.yml").read_text())
     assert rocm_packages == {"__rocm_packages_distro_default": ["rocminfo", "hipcc"]}
-    repo_vars = yaml.safe_load((tree / "roles/rocm_repo/vars/main.yml").read_text())
-    assert repo_vars["__rocm_repo_amdgpu_versions"]["7.3"] == "30.40"
     matrix = yaml.safe_load((tree / "roles/rocmlab/vars/main.yml").read_text())
     assert {
         "distribution": "Debian",
@@ -347,13 +397,27 @@ def test_a_new_release_and_system_are_one_catalog_entry_each(tree, capsys):
     catalog = collection_reader.load(tree / "src" / "rocmlab" / "data" / "catalog.json")
     assert catalog.kernel_table()["releases"]["7.3"]["kernels"]["debian 14"] == ["6.18"]
     assert catalog.release("7.3.1")["driver"] == "30.40"
+    # What rocm_repo configures for them (filter rocm_sources), with no other edit.
+    legacy = rocm_sources.plan(catalog, SETTINGS | {"version": "7.3.1"})
+    assert [r["uri"] for r in legacy["repositories"] if r["enabled"]] == [
+        "https://repo.radeon.com/rocm/apt/7.3.1",
+        "https://repo.radeon.com/amdgpu/30.40.1/ubuntu",
+        "https://repo.radeon.com/graphics/7.3.1/ubuntu",
+    ]
+    core = rocm_sources.plan(catalog, SETTINGS | {"version": "10.2", "major": "14"})
+    assert (core["line"], core["release"], core["problem"]) == ("core", "10.2.0", "")
+    assert [r["uri"] for r in core["repositories"] if r["enabled"]] == [
+        "https://repo.amd.com/rocm/packages/debian14"
+    ]
+    assert catalog.native_targets("10.2.1") == ["gfx942", "gfx1100", "gfx1201"]
+    assert "| 10.2.x | core | its own product | - |" in readme
 
 
 def test_a_system_taken_out_takes_its_vars_files_with_it(tree, capsys):
     def drop(catalog):  # Ubuntu 22.04, and its kernels (the reader refuses them without it)
         catalog["platforms"].pop(0)
         for entry in catalog["releases"]:
-            entry["kernels"].pop("ubuntu 22.04", None)
+            entry.get("kernels", {}).pop("ubuntu 22.04", None)
 
     edit_catalog(tree, drop)
     assert role_docs.main(["--check", "--root", str(tree)]) == 1
@@ -399,6 +463,6 @@ def test_rocm_repo_defaults_must_name_the_catalogs_key_and_a_catalog_release(tre
 
 
 def test_a_bad_catalog_stops_the_tool_naming_the_entry(tree):
-    edit_catalog(tree, lambda c: c["releases"][0].update(driver="thirty"))
-    with pytest.raises(SystemExit, match=r"releases\[0\] \(7.2\): driver 'thirty'"):
+    edit_catalog(tree, lambda c: c["releases"][2].update(driver="thirty"))
+    with pytest.raises(SystemExit, match=r"releases\[2\] \(7.2\): driver 'thirty'"):
         role_docs.main(["--check", "--root", str(tree)])
