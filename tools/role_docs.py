@@ -563,6 +563,7 @@ def from_catalog(root: Path) -> tuple[dict[Path, str], list[Path], list[str]]:
         ("rocmlab", "support matrix", support_matrix(reader, catalog)),
         ("gfx_override", "gfx tables", gfx_tables(catalog, "__gfx_override")),
         ("slurm_health", "gfx tables", gfx_tables(catalog, "__slurm_health_gfx")),
+        ("rocm_packages", "gfx tables", gfx_tables(catalog, "__rocm_packages_gfx")),
     )
     for role, name, body in blocks:
         path = roles / role / "vars" / "main.yml"

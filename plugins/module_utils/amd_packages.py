@@ -42,15 +42,17 @@ NAME = re.compile(r"[a-z0-9][a-z0-9+.-]{0,127}")
 VERSION = re.compile(r"(?:[0-9]{1,9}:)?[0-9][A-Za-z0-9.+~-]{0,127}")
 
 
-def offered_installed(cache, origin: str) -> dict[str, str]:
+def offered_installed(cache, origin) -> dict[str, str]:
     """Installed package name -> installed version, for the packages whose installed version a
-    source of ORIGIN offers (python3-apt's cache, as `apt-cache policy` shows it)."""
+    source of ORIGIN (an Origin, or several: AMD's legacy and Core SDK repositories) offers
+    (python3-apt's cache, as `apt-cache policy` shows it)."""
+    origins = {origin} if isinstance(origin, str) else set(origin)
     found = {}
     for package in cache.packages:
         current = package.current_ver
         if current is None:
             continue
-        if any(pkg_file.origin == origin for pkg_file, _index in current.file_list):
+        if any(pkg_file.origin in origins for pkg_file, _index in current.file_list):
             found[package.name] = current.ver_str
     return found
 

@@ -28,6 +28,9 @@ from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release impor
     release_key,
     release_of,
 )
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.support_catalog import (
+    is_core_release,
+)
 
 # 2: AMD's packages from amd_packages' ledger, and the digest. A record of format 1 (before
 # both) is still read: its packages that the ledger does not name as AMD's are left out of a
@@ -327,6 +330,12 @@ def rollback_plan(
     return {
         "since": known["since"],
         "release": known["rocm_version"],
+        # The recorded Core SDK release's core, which the rollback selects again.
+        "core_series": (
+            ".".join(known["rocm_version"].split(".")[:2])
+            if is_core_release(known["rocm_version"])
+            else None
+        ),
         "apt_files": {"files": files, "remove": remove},
         "changes": changes,
         "apt_names": apt_names,

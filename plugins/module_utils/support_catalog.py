@@ -63,6 +63,12 @@ def release_of(version: str) -> str | None:
     return f"{major}.{minor}.{patch}"
 
 
+def is_core_release(release: str | None) -> bool:
+    """Whether a release ("10.0.0", "7.14") is of AMD's Core SDK line (from CORE_FROM on)."""
+    numbers = version_numbers(release or "")
+    return numbers is not None and tuple(numbers[:2]) >= CORE_FROM
+
+
 def full_release(configured: str) -> str:
     """rocm_repo_version as a full release: "7.1" -> "7.1.0" (AMD's repo path drops ".0")."""
     match = _CONFIGURED.fullmatch(configured.strip())

@@ -82,7 +82,7 @@ stranded:
 import functools
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils import amd_packages
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import amd_packages, rocm_core
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_apt import apt_cache
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import (
     full_release,
@@ -100,7 +100,12 @@ def read_cache(apt_pkg, cache, origin: str, target: str, ledger: dict):
         current = package.current_ver
         if current is not None:
             installed[package.name] = current.ver_str
-    amd = amd_packages.amd_of(installed, ledger)
+    # The Core SDK's packages are rocm_core_plan's (they live side by side, never moved).
+    amd = {
+        name: version
+        for name, version in amd_packages.amd_of(installed, ledger).items()
+        if not rocm_core.is_core_package(name)
+    }
     offered = {}
     newest = functools.cmp_to_key(apt_pkg.version_compare)
     for name in amd:

@@ -20,9 +20,10 @@ description:
     link, not root's or not one rocmlab wrote, naming it and what to do.
 options:
   origin:
-    description: The Origin of AMD's repositories (C(repo.radeon.com)).
-    type: str
-    default: repo.radeon.com
+    description: The Origins of AMD's repositories, of the legacy line and the Core SDK line.
+    type: list
+    elements: str
+    default: [repo.radeon.com, repo.amd.com]
   path:
     description: The ledger.
     type: path
@@ -36,7 +37,7 @@ seealso:
 EXAMPLES = r"""
 - name: Write down AMD's packages this run installed
   rocmlab.rocmlab.rocmlab_amd_packages:
-    origin: repo.radeon.com
+    origin: [repo.radeon.com, repo.amd.com]
 """
 
 RETURN = r"""
@@ -60,7 +61,11 @@ from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_apt import ap
 def main():
     module = AnsibleModule(
         argument_spec={
-            "origin": {"type": "str", "default": "repo.radeon.com"},
+            "origin": {
+                "type": "list",
+                "elements": "str",
+                "default": ["repo.radeon.com", "repo.amd.com"],
+            },
             "path": {"type": "path", "default": amd_packages.PATH},
         },
         supports_check_mode=True,

@@ -67,6 +67,10 @@ release:
   description: The recorded ROCm release.
   returned: success
   type: str
+core_series:
+  description: The recorded release's core (C(10.0)) when it is of AMD's Core SDK line, else null.
+  returned: success
+  type: str
 apt_files:
   description: C(files) to write back (path, content_base64, owner, group, mode) and C(remove).
   returned: success
