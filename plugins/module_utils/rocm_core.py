@@ -76,10 +76,10 @@ def wanted_names(series: str, targets: list[str] | None, sdk: bool, offered: dic
     if targets is None:
         names += sorted(
             (n for n in offered if (m := _DEVICE.fullmatch(n)) and m.group(1) == series),
-            key=lambda n: _DEVICE.fullmatch(n).group(2),
+            key=lambda n: (len(n), n),
         )
     else:
-        for target in sorted(set(targets)):
+        for target in sorted(set(targets), key=lambda t: (len(t), t)):
             name = f"amdrocm{series}-{target}"
             if name in offered:
                 names.append(name)
@@ -119,7 +119,8 @@ def plan(
     Returns install (name=version for apt), remove_other_line (AMD's packages of the other line,
     which go first: the two lines both claim /opt/rocm), remove_cores (the packages of older
     cores not kept), kept (series kept: the known-good one first, then the newest, up to KEEP),
-    missing_targets, problems (what stops the move) and summary.
+    missing_targets, problems (what stops the move) and summary. KEEP: how many older cores stay,
+    the known-good one first (1, the default: that one alone), then the newest.
     """
     release = full_release(configured)
     series = series_of(release)
@@ -159,8 +160,10 @@ def plan(
         ]
         others = sorted((s for s in cores if s != series), key=release_key, reverse=True)
         good = series_of(known_good) if known_good else None
-        ordered = ([good] if good in others else []) + [s for s in others if s != good]
-        result["kept"] = ordered[: max(keep, 0)]
+        # The known-good core first (a rollback to it is then a switch); then, from a second
+        # place on, the newest others.
+        first = [good] if good in others and keep >= 1 else []
+        result["kept"] = first + [s for s in others if s != good][: max(keep - 1, 0)]
         result["remove_cores"] = sorted(
             name
             for name, version in amd.items()
@@ -180,9 +183,7 @@ def _installed_line(amd: dict[str, str]) -> str:
             releases[release] = "core" if is_core_package(name) else "legacy"
     if not releases:
         return "no ROCm"
-    return ", ".join(
-        f"{r} ({releases[r]})" for r in sorted(releases, key=release_key)
-    )
+    return ", ".join(f"{r} ({releases[r]})" for r in sorted(releases, key=release_key))
 
 
 def summary(result: dict, amd: dict[str, str], known_good: str | None) -> str:

@@ -72,10 +72,11 @@ def _legacy(catalog: Catalog, settings: dict, numbers: tuple) -> tuple[list, str
                 patch = parts[2] if len(parts) == 3 else "0"
                 driver = known + ("" if patch == "0" else f".{patch}")
             elif settings.get("amdgpu_enabled", True):
+                known = ", ".join(catalog.amdgpu_versions())
                 problem = (
                     f"rocm_repo_version: ROCm {version} has no known amdgpu driver version "
-                    f"(known: {', '.join(catalog.amdgpu_versions())}). Set rocm_repo_amdgpu_version "
-                    "(for example 30.30) or rocm_repo_amdgpu_enabled: false."
+                    f"(known: {known}). Set rocm_repo_amdgpu_version (for example 30.30) or "
+                    "rocm_repo_amdgpu_enabled: false."
                 )
     base = str(settings["base_url"]).rstrip("/")
     repositories = [
@@ -125,7 +126,7 @@ def plan(catalog: Catalog, settings: dict) -> dict:
         return empty | {
             "problem": f'rocm_repo_version: "{version}" is not a ROCm release (X.Y or X.Y.Z)'
         }
-    release = ".".join(str(n) for n in (list(numbers) + [0, 0])[:3])
+    release = ".".join(str(n) for n in [*numbers, 0, 0][:3])
     series = f"{numbers[0]}.{numbers[1]}"
     line = line_of(catalog, version)
     if line is None:
@@ -156,12 +157,12 @@ def plan(catalog: Catalog, settings: dict) -> dict:
     problem = ""
     if folder is None:
         where = f"{settings.get('distribution')} {settings.get('major')}"
+        has = sorted(p["amd"]["core"] for p in catalog.platforms if "core" in p["amd"])
+        newest_legacy = _known(catalog, "legacy").split(", ")[0]
         problem = (
             f"rocm_repo_version: ROCm {version} is of AMD's Core SDK line, which has no "
-            f"packages for {where} (systems it has: "
-            f"{', '.join(sorted(p['amd']['core'] for p in catalog.platforms if 'core' in p['amd']))}"
-            f"). Use a legacy release (up to {_known(catalog, 'legacy').split(', ')[0]}) or "
-            "rocm_repo_source: distro."
+            f"packages for {where} (systems it has: {', '.join(has)}). Use a legacy release "
+            f"(up to {newest_legacy}) or rocm_repo_source: distro."
         )
         folder = ""
     base = str(settings["core_url"]).rstrip("/")
@@ -183,4 +184,3 @@ def plan(catalog: Catalog, settings: dict) -> dict:
 
 def _fingerprint(value) -> str:
     return "".join(str(value).split()).upper()
-

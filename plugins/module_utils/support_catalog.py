@@ -282,7 +282,7 @@ def _release_problems(index: int, release: object, lines: dict, keys: set) -> li
     if release["line"] == "core":
         # The Core SDK carries no driver: amdgpu is a product of its own (RFC0009).
         if release["driver"] != "":
-            problems.append(f"{where}: driver must be \"\" on the core line (no driver repository)")
+            problems.append(f'{where}: driver must be "" on the core line (no driver repository)')
         targets = release.get("targets")
         if not isinstance(targets, list) or not targets:
             problems.append(f"{where}: targets is missing (the gfx targets it has code for)")

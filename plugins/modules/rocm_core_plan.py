@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: rocm_core_plan
-short_description: Tell which Core SDK packages to install and which packages of the other line or of older cores go
+short_description: Plan the Core SDK packages to install, and those of the other line or older cores
 description:
   - For a release of AMD's Core SDK line (I(line) C(core)) reads the versions AMD's sources (of
     I(origin)) offer of the release's versioned packages, C(amdrocm-coreX.Y), the per-GPU
@@ -46,7 +46,7 @@ options:
     type: bool
     default: false
   keep:
-    description: How many cores besides the configured one stay installed (the known-good one first).
+    description: How many cores besides the configured one stay (the known-good one first).
     type: int
     default: 1
   known_good:
@@ -114,6 +114,7 @@ from ansible_collections.rocmlab.rocmlab.plugins.module_utils.support_catalog im
     full_release,
     release_of,
 )
+
 
 def offered_of(apt_pkg, cache, origins: set, release: str) -> dict[str, str]:
     """name -> newest version of RELEASE a source of ORIGINS offers, for the Core SDK's

@@ -103,7 +103,8 @@ def main():
         ]
         if wrong:
             module.fail_json(
-                msg=f"rocm_core_switch: after the switch, {', '.join(wrong)} do not resolve into {top}",
+                msg=f"rocm_core_switch: after the switch, {', '.join(wrong)} do not resolve "
+                f"into {top}",
                 moved=plan["moves"],
                 elsewhere=plan["elsewhere"],
             )

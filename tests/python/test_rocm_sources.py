@@ -41,7 +41,10 @@ def enabled(result: dict) -> list[str]:
     [
         (
             "6.4.2",  # 6.x: the driver repository carries the ROCm version; no graphics repo
-            ["https://repo.radeon.com/rocm/apt/6.4.2", "https://repo.radeon.com/amdgpu/6.4.2/ubuntu"],
+            [
+                "https://repo.radeon.com/rocm/apt/6.4.2",
+                "https://repo.radeon.com/amdgpu/6.4.2/ubuntu",
+            ],
         ),
         (
             "7.1.0",  # the path drops a trailing .0; the driver is the catalog's
@@ -108,7 +111,8 @@ def test_the_core_line_on_ubuntu_and_behind_a_mirror():
 def test_the_core_line_on_a_system_it_has_no_packages_for_is_refused():
     result = plan(version="10.0", major="13")
     assert result["problem"].startswith(
-        "rocm_repo_version: ROCm 10.0 is of AMD's Core SDK line, which has no packages for Debian 13"
+        "rocm_repo_version: ROCm 10.0 is of AMD's Core SDK line, which has no packages for "
+        "Debian 13"
     )
     assert "debian12, ubuntu2204, ubuntu2404" in result["problem"]
     assert enabled(result) == []

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import rocm_sources
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils import (
     support_catalog as collection_reader,
 )
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils import rocm_sources
 from rocmlab_testutil import REPO, role_docs_tree
 
 from rocmlab.common import support_catalog as wheel_reader

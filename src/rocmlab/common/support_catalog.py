@@ -63,6 +63,12 @@ def release_of(version: str) -> str | None:
     return f"{major}.{minor}.{patch}"
 
 
+def is_core_release(release: str | None) -> bool:
+    """Whether a release ("10.0.0", "7.14") is of AMD's Core SDK line (from CORE_FROM on)."""
+    numbers = version_numbers(release or "")
+    return numbers is not None and tuple(numbers[:2]) >= CORE_FROM
+
+
 def full_release(configured: str) -> str:
     """rocm_repo_version as a full release: "7.1" -> "7.1.0" (AMD's repo path drops ".0")."""
     match = _CONFIGURED.fullmatch(configured.strip())
@@ -276,7 +282,7 @@ def _release_problems(index: int, release: object, lines: dict, keys: set) -> li
     if release["line"] == "core":
         # The Core SDK carries no driver: amdgpu is a product of its own (RFC0009).
         if release["driver"] != "":
-            problems.append(f"{where}: driver must be \"\" on the core line (no driver repository)")
+            problems.append(f'{where}: driver must be "" on the core line (no driver repository)')
         targets = release.get("targets")
         if not isinstance(targets, list) or not targets:
             problems.append(f"{where}: targets is missing (the gfx targets it has code for)")
