@@ -489,24 +489,13 @@ def fetch_all(urls, timeout, url_deadline, deadline):
     return answers
 
 
-CORE_KEYS = ("series", "release", "package", "version", "state", "path", "selected")
-
-
 def installed_rocm(root: str = "/") -> tuple[dict, str | None]:
     """(what rocm_installed.probe finds under ROOT, every file root's, as the RETURN's rocm;
     the release as rocm_version reports it, None when a file was refused or nothing is
     installed)."""
-    try:
-        found = rocm_installed.probe(root, owner=0)
-    except OSError as err:
-        found = {"line": None, "release": None, "selected": None, "mode": None, "cores": [],
-                 "legacy": None, "legacy_version": None, "refused": [],
-                 "problems": [f"cannot read the installed ROCm: {err}"]}  # fmt: skip
-    rocm = {key: found[key] for key in ("line", "release", "selected", "mode", "legacy")}
-    rocm["cores"] = [{key: core[key] for key in CORE_KEYS} for core in found["cores"]]
-    rocm["problems"] = list(found["problems"])
+    found = rocm_installed.probe(root, owner=0)
     version = None if found["refused"] else rocm_version_of(found)
-    return rocm, version
+    return rocm_installed.summary(found), version
 
 
 def main():

@@ -485,6 +485,18 @@ def probe(
     }
 
 
+SUMMARY_CORE_KEYS = ("series", "release", "package", "version", "state", "path", "selected")
+
+
+def summary(found: dict) -> dict:
+    """What reports show of a probe's answer: line, release, selected, mode, legacy, cores (each
+    with SUMMARY_CORE_KEYS) and problems."""
+    shown = {key: found[key] for key in ("line", "release", "selected", "mode", "legacy")}
+    shown["cores"] = [{key: core[key] for key in SUMMARY_CORE_KEYS} for core in found["cores"]]
+    shown["problems"] = list(found["problems"])
+    return shown
+
+
 def describe(found: dict) -> str:
     """One line: "ROCm 10.0.0 (Core SDK line, /opt/rocm/core-10.0 selected; also installed:
     core-7.14)", "ROCm 6.4.2 (legacy line)", "no AMD ROCm"."""
