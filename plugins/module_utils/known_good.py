@@ -22,7 +22,11 @@ import json
 import os
 import re
 
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils import amd_packages, bounded_json
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import (
+    amd_packages,
+    bounded_json,
+    rocm_installed,
+)
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.apt_files import Record
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import (
     release_key,
@@ -53,6 +57,11 @@ STATE_FIELDS = (
     "kernel",
     "rocmlab_version",
 )
+# Fields of the state since the ROCm Core SDK line: the release line ("legacy", "core") and, on
+# the Core line, the selected core's series ("10.0"). The digest covers them where a record
+# holds them, so a format-2 record written before them still verifies; such a record is written
+# anew, keeping its since, the first time the same state passes again.
+LINE_FIELDS = ("rocm_line", "rocm_selected")
 
 
 DPKG_QUERY = ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\t${Package}\t${Version}\n"]
@@ -110,11 +119,16 @@ def state(
     gfx_override: str | None,
     kernel: str,
     rocmlab_version: str | None,
+    rocm_line: str | None = None,
+    rocm_selected: str | None = None,
 ) -> dict:
     """The state to record (JSON-ready; apt_files are apt_files.Record.to_dict() forms).
-    packages: AMD's installed packages (amd_packages.amd_of), name -> version."""
+    packages: AMD's installed packages (amd_packages.amd_of), name -> version; rocm_line and
+    rocm_selected: installed()'s line and selected core."""
     return {
         "rocm_version": rocm_version,
+        "rocm_line": rocm_line,
+        "rocm_selected": rocm_selected,
         "packages": {name: packages[name] for name in sorted(packages)},
         "apt_files": sorted(apt_files, key=lambda record: record["path"]),
         "venvs": {path: venvs[path] for path in sorted(venvs)},
@@ -125,14 +139,18 @@ def state(
 
 
 def same_state(previous: dict | None, current: dict) -> bool:
+    """Whether PREVIOUS records the state CURRENT is (LINE_FIELDS compared where it has them)."""
     return previous is not None and all(
-        previous.get(name) == current[name] for name in STATE_FIELDS
+        previous.get(name) == current.get(name)
+        for name in (*STATE_FIELDS, *(n for n in LINE_FIELDS if n in previous))
     )
 
 
 def digest(data: dict) -> str:
-    """The SHA-256 of a record's since and state, as canonical JSON."""
-    covered = {name: data.get(name) for name in ("format", "since", *STATE_FIELDS)}
+    """The SHA-256 of a record's since and state, as canonical JSON (LINE_FIELDS where the
+    record holds them)."""
+    names = ("format", "since", *STATE_FIELDS, *(n for n in LINE_FIELDS if n in data))
+    covered = {name: data.get(name) for name in names}
     text = json.dumps(covered, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
@@ -142,7 +160,8 @@ def record(previous: dict | None, current: dict, now: str) -> tuple[dict, bool]:
     and the record of this format; the same state in an older format is written anew with its
     since."""
     same = same_state(previous, current)
-    if same and previous.get("format") == FORMAT:
+    complete = all(name in previous for name in LINE_FIELDS if name in current) if same else False
+    if same and complete and previous.get("format") == FORMAT:
         return previous, False
     kept = {"format": FORMAT, "since": previous["since"] if same else now, **current}
     kept["digest"] = digest(kept)
@@ -194,14 +213,28 @@ def read_root_file(path: str, limit: int) -> bytes | None:
     return data
 
 
+def installed(root: str = "/") -> dict:
+    """AMD's installed ROCm (rocm_installed.probe, every file read root's); ValueError naming
+    a file that was refused (a link, another owner's, over its bound)."""
+    found = rocm_installed.probe(root, owner=0)
+    if found["refused"]:
+        raise ValueError("; ".join(found["refused"]))
+    return found
+
+
+def rocm_version_of(found: dict) -> str | None:
+    """The record's rocm_version of a probe's answer: the selected core's release on the Core
+    line ("10.0.0"); on the legacy line the text of /opt/rocm/.info/version as its rocm-core
+    writes it ("6.4.2-120", as records have always held it), else rocm-core's release; None
+    without AMD's ROCm."""
+    if found["line"] == "legacy":
+        return found["legacy_version"] or found["legacy"]
+    return found["release"]
+
+
 def installed_rocm_version(root: str = "/") -> str | None:
-    """AMD's installed ROCm release as its rocm-core writes it (/opt/rocm/.info/version,
-    "6.4.2-120"), None without one. /opt/rocm is AMD's link to /opt/rocm-X.Y.Z: the one link
-    followed; the file itself must be root's, at most 256 bytes."""
-    path = os.path.realpath(os.path.join(root, "opt/rocm")) + "/.info/version"
-    data = read_root_file(path, 256)
-    text = data.decode("utf-8", errors="replace").strip() if data else ""
-    return text or None
+    """The installed release as the record holds it (rocm_version_of(installed(root)))."""
+    return rocm_version_of(installed(root))
 
 
 def _same_file(recorded: dict, now: dict) -> bool:

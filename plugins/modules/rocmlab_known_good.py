@@ -11,7 +11,9 @@ short_description: Record the state a host passed the health gate in
 description:
   - Writes I(path) with the exact versions of the installed AMD packages (those rocmlab's ledger,
     I(ledger), says came from AMD's sources; run M(rocmlab.rocmlab.rocmlab_amd_packages) first),
-    the installed ROCm release (C(/opt/rocm/.info/version)), the bytes, mode and owner of
+    the installed ROCm release (module_utils rocm_installed: on the ROCm Core SDK line the
+    release of the core C(update-alternatives) selects, with the line and that core's series;
+    on the legacy line C(/opt/rocm/.info/version)), the bytes, mode and owner of
     I(apt_files), each venv's C(pip freeze), the GPU override file, the running kernel and the
     rocmlab version, and C(since), when the host was first seen good in exactly this state, and
     a digest of it all. Unchanged state leaves the record as it is (changed=false).
@@ -74,7 +76,17 @@ since:
   returned: always
   type: str
 rocm_version:
-  description: The installed ROCm release, or null.
+  description: >-
+    The installed ROCm release (the selected core's, C(10.0.0), on the Core SDK line; the text
+    of C(/opt/rocm/.info/version), C(6.4.2-120), on the legacy line), or null.
+  returned: always
+  type: str
+rocm_line:
+  description: The release line installed, C(core) or C(legacy); null without AMD's ROCm.
+  returned: always
+  type: str
+rocm_selected:
+  description: On the Core SDK line, the series of the selected core (C(10.0)); else null.
   returned: always
   type: str
 packages:
@@ -178,7 +190,7 @@ def main():
     try:
         records = [apt_files.read_record(path).to_dict() for path in sorted(set(paths))]
         gfx = read_small(params["gfx_file"])
-        version = known_good.installed_rocm_version()
+        rocm = known_good.installed()
         ledger = amd_packages.read(params["ledger"])
     except (apt_files.FileRefused, ValueError, OSError) as err:
         module.fail_json(msg=f"rocmlab_known_good: {err}; the known-good record was not written")
@@ -194,7 +206,9 @@ def main():
             venvs[venv] = frozen
     current = known_good.state(
         packages=amd_packages.amd_of(installed, ledger),
-        rocm_version=version,
+        rocm_version=known_good.rocm_version_of(rocm),
+        rocm_line=rocm["line"],
+        rocm_selected=rocm["selected"],
         apt_files=records,
         venvs=venvs,
         gfx_override=gfx,
@@ -226,6 +240,8 @@ def main():
         path=params["path"],
         since=kept["since"],
         rocm_version=kept["rocm_version"],
+        rocm_line=kept.get("rocm_line"),
+        rocm_selected=kept.get("rocm_selected"),
         packages=len(kept["packages"]),
         venvs=frozen,
         released=released,

@@ -23,8 +23,11 @@ description:
     C(who) lists on Debian 12), and the user sessions systemd-logind knows (C(loginctl); Debian
     13's C(who) reads those instead of utmp) when logind runs. The session this module runs in
     (any of its parent processes leads it) and the accounts in I(ignore_users) do not count.
-  - AMD's installed ROCm release, as its rocm-core package writes it in
-    C(/opt/rocm/.info/version) (root's, at most 256 bytes; the C(/opt/rocm) link is followed).
+  - AMD's installed ROCm release, read by module_utils rocm_installed from root's files alone
+    (bounded, no link followed but AMD's C(/opt/rocm) chain, and that within the host's root):
+    dpkg's C(rocm-core) and C(amdrocm*) packages, the C(/opt/rocm/core-X.Y) directories of the
+    ROCm Core SDK line and C(update-alternatives)' C(core) group (which core is selected, auto
+    or manual), and the legacy line's C(/opt/rocm/.info/version).
   - Whether the host reaches each mirror it will use. Each of I(urls) is fetched with GET (not
     HEAD, which apt-cacher-ng serving an offline bundle answers with 503), at most 8 at once,
     through Ansible's own URL client (the environment's proxy, certificates checked), the first
@@ -139,11 +142,33 @@ in_use:
     - "user logged in: alice on pts/0 from 10.0.0.5 since 2025-01-06T09:12:00+00:00"
 rocm_version:
   description:
-    - AMD's installed ROCm release (C(/opt/rocm/.info/version)), null when there is none or the
-      file is not a regular file of root's.
+    - AMD's installed ROCm release - on the Core SDK line the selected core's release
+      (C(10.0.0)), on the legacy line the text of C(/opt/rocm/.info/version) (C(6.4.2-120)) -
+      null when there is none or a file it reads is refused (not a regular file of root's).
   returned: always
   type: str
   sample: 6.4.2-120
+rocm:
+  description:
+    - What the probe found - C(line) (C(core), C(legacy) or null), C(release) (X.Y.Z),
+      C(selected) (the selected core's series), C(mode) (C(auto) or C(manual)), C(cores) (each
+      installed core - C(series), C(release), C(package), C(version), C(state), C(path),
+      C(selected)), C(legacy) (the legacy release, also on a host that has both lines),
+      C(problems) (sentences - both lines installed, a core half-configured, a file refused).
+  returned: always
+  type: dict
+  sample:
+    line: core
+    release: 10.0.0
+    selected: "10.0"
+    mode: auto
+    cores:
+      - {series: "7.14", release: 7.14.0, package: amdrocm-core7.14, version: 7.14.0-1,
+         state: installed, path: /opt/rocm/core-7.14, selected: false}
+      - {series: "10.0", release: 10.0.0, package: amdrocm-core10.0, version: 10.0.0-1,
+         state: installed, path: /opt/rocm/core-10.0, selected: true}
+    legacy: null
+    problems: []
 fetched:
   description:
     - One item per URL of I(urls), in their order, as a loop of M(ansible.builtin.uri) registers
@@ -186,9 +211,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils.known_good import (
-    installed_rocm_version,
-)
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import rocm_installed
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.known_good import rocm_version_of
 
 GIB = 1024**3
 # glibc's struct utmp on Linux (bits/utmp.h; 64-bit systems keep the 32-bit layout for
@@ -465,6 +489,15 @@ def fetch_all(urls, timeout, url_deadline, deadline):
     return answers
 
 
+def installed_rocm(root: str = "/") -> tuple[dict, str | None]:
+    """(what rocm_installed.probe finds under ROOT, every file root's, as the RETURN's rocm;
+    the release as rocm_version reports it, None when a file was refused or nothing is
+    installed)."""
+    found = rocm_installed.probe(root, owner=0)
+    version = None if found["refused"] else rocm_version_of(found)
+    return rocm_installed.summary(found), version
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -502,10 +535,7 @@ def main():
     for item in params["space"]:
         if not str(item.get("path", "")).startswith("/") or not item.get("name"):
             module.fail_json(msg=f"space: {item!r} needs a name and an absolute path")
-    try:
-        rocm_version = installed_rocm_version()
-    except (ValueError, OSError):
-        rocm_version = None
+    rocm, rocm_version = installed_rocm()
     audit = rocminfo = None
     if params["dpkg_audit"]:
         if module.get_bin_path("dpkg") is None:
@@ -520,6 +550,7 @@ def main():
         changed=False,
         clock=clock,
         rocm_version=rocm_version,
+        rocm=rocm,
         clock_offset=clock - params["controller_time"] if params["controller_time"] else None,
         space=space_report(params["space"]),
         kfd_processes=processes,

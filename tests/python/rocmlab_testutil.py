@@ -105,6 +105,8 @@ def role_docs_tree(target: Path) -> Path:
         "README.md",
         "plugins/module_utils/support_catalog.py",
         "src/rocmlab/common/support_catalog.py",
+        "plugins/module_utils/rocm_installed.py",
+        "src/rocmlab/common/rocm_installed.py",
     ):
         (target / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / name, target / name)

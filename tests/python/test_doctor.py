@@ -819,3 +819,83 @@ def test_recorded_dmesg_is_the_kernel_log(case, tmp_path: Path) -> None:
     by_name = {c["name"]: c for c in json.loads(report.read_text())["checks"]}
     assert by_name["kernel_log"]["status"] == "fail"
     assert any("PSP firmware loading failed" in line for line in by_name["kernel_log"]["evidence"])
+
+
+# ---------------------------------------------------------------- the ROCm Core SDK line
+
+
+def core_host(ctx: Context, mode: str = "auto") -> Context:
+    """The case's machine with the Core SDK instead of legacy 6.4.2: cores 7.14 and 10.0 as
+    dpkg and update-alternatives leave them (tests/fixtures/rocm_installed), no .info/version."""
+    from rocm_trees import TWO, tree
+
+    for path in sorted((ctx.root / "opt" / "rocm").rglob("*"), reverse=True):
+        path.unlink() if not path.is_dir() else path.rmdir()
+    tree(ctx.root, TWO, ("7.14", "10.0"), mode, root=ctx.root)
+    return ctx
+
+
+def test_the_core_line_names_the_selected_core_and_the_others(case) -> None:
+    result = check("rocm_release", core_host(case("radeon-healthy")))
+    assert result.status == PASS, result
+    assert result.saw == (
+        "AMD's ROCm 10.0.0 (Core SDK line, /opt/rocm/core-10.0 selected; also installed: core-7.14)"
+    )
+    assert "/opt/rocm/core-7.14: amdrocm-core7.14 7.14.0-1, installed" in result.evidence
+    assert "/opt/rocm/core-10.0: amdrocm-core10.0 10.0.0-1, installed (selected)" in result.evidence
+
+
+def test_the_core_selected_by_hand_is_the_release_torch_is_compared_with(case) -> None:
+    ctx = core_host(case("radeon-healthy"), "manual")
+    assert "core-7.14 selected by hand" in check("rocm_release", ctx).saw
+    result = check("torch_build", ctx)  # torch 2.8.0+rocm6.4 on ROCm 7.14
+    assert result.status == WARN and "the host has ROCm 7.14" in result.saw
+
+
+def test_a_half_configured_core_fails(case) -> None:
+    ctx = core_host(case("radeon-healthy"))
+    status = ctx.root / "var/lib/dpkg/status"
+    status.write_text(
+        status.read_text().replace("install ok installed", "install ok half-configured", 1)
+    )
+    result = check("rocm_release", ctx)
+    assert (
+        result.status == FAIL and "amdrocm-core10.0 (install ok half-configured)" not in result.saw
+    )
+    assert (
+        "amdrocm-core10.0 (half-configured)" in result.saw and "dpkg --configure -a" in result.fix
+    )
+
+
+def test_both_lines_installed_warn(case) -> None:
+    ctx = core_host(case("radeon-healthy"))
+    status = ctx.root / "var/lib/dpkg/status"
+    legacy = (FIXTURES / "rocm_installed" / "status" / "legacy").read_text()
+    status.write_text(status.read_text() + legacy)
+    result = check("rocm_release", ctx)
+    assert result.status == WARN and "both release lines are installed" in result.saw
+
+
+def test_the_json_document_reports_the_core_line(case, tmp_path: Path) -> None:
+    ctx = core_host(case("radeon-healthy"))
+    commands = str(FIXTURES / "doctor" / "radeon-healthy" / "commands")
+    done = doctor(ctx, "--commands-from", commands, "--expect-gpus", "1", "--json", "-")
+    doc = json.loads(done.stdout)
+    jsonschema.validate(doc, DOCTOR_SCHEMA)
+    rocm = doc["rocm"]
+    assert (rocm["line"], rocm["release"], rocm["selected"], rocm["mode"], rocm["legacy"]) == (
+        "core",
+        "10.0.0",
+        "10.0",
+        "auto",
+        None,
+    )
+    assert [(c["series"], c["release"], c["selected"]) for c in rocm["cores"]] == [
+        ("7.14", "7.14.0", False),
+        ("10.0", "10.0.0", True),
+    ]
+    line = next(x for x in done.stderr.splitlines() if " rocm_release: " in x)
+    assert line == (
+        "PASS  rocm_release: AMD's ROCm 10.0.0 (Core SDK line, /opt/rocm/core-10.0 selected;"
+        " also installed: core-7.14)"
+    )

@@ -779,3 +779,28 @@ def test_a_textfile_that_is_a_directory_is_refused_before_any_check(tmp_path: Pa
     (target / "rocmlab-health.prom").mkdir()  # a directory where the file goes
     code, out, _ = health(m, "--textfile", str(target / "rocmlab-health.prom"))
     assert code == 2 and "is a directory" in out
+
+
+def test_tier_0_reports_the_core_line(tmp_path: Path) -> None:
+    """A Core SDK host (cores 7.14 and 10.0 as dpkg and update-alternatives leave them) whose
+    known-good record names 10.0.0: the release, the line and the selected core."""
+    from rocm_trees import TWO, tree
+
+    m = machine(tmp_path, "radeon-healthy")
+    shutil.rmtree(m.ctx.root / "opt" / "rocm")
+    tree(m.ctx.root, TWO, ("7.14", "10.0"), "auto", root=m.ctx.root)
+    record = m.ctx.root / "var/lib/rocmlab/known-good.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"rocm_version": "10.0.0", "rocm_line": "core"}))
+    _code, _out, doc = health(m, tier=0)
+    assert doc is not None
+    jsonschema.validate(doc, HEALTH_SCHEMA)
+    rocm = doc["rocm"]
+    assert (rocm["line"], rocm["release"], rocm["selected"]) == ("core", "10.0.0", "10.0")
+    assert [(c["series"], c["selected"]) for c in rocm["cores"]] == [
+        ("7.14", False),
+        ("10.0", True),
+    ]
+    version = next(c for c in doc["checks"] if c["name"] == "rocm_version")
+    assert version["saw"].startswith("ROCm 10.0.0, as provisioned (known-good 10.0.0"), version
+    assert any("Core SDK line, /opt/rocm/core-10.0 selected" in e for e in version["evidence"])

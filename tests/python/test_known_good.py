@@ -379,12 +379,67 @@ def test_the_installed_release_is_read_from_rocm_cores_file(tmp_path):
     assert known_good.installed_rocm_version(str(tmp_path)) == "7.1.0-20"
     (tree / "version").unlink()
     (tree / "version").symlink_to("/etc/hostname")
-    with pytest.raises(ValueError, match="is a symbolic link"):
+    with pytest.raises(ValueError, match="version: a symbolic link"):
         known_good.installed_rocm_version(str(tmp_path))
     (tree / "version").unlink()
     (tree / "version").write_text("7" * 300)
     with pytest.raises(ValueError, match="over 256 bytes"):
         known_good.installed_rocm_version(str(tmp_path))
+
+
+@as_root
+def test_on_the_core_line_the_record_holds_the_selected_cores_release(tmp_path):
+    """A host with cores 7.14 and 10.0, 7.14 selected by hand (update-alternatives' own files,
+    tests/fixtures/rocm_installed): the record says 7.14.0, the line and the series."""
+    fixture = REPO / "tests" / "fixtures" / "rocm_installed"
+    (tmp_path / "var/lib/dpkg/alternatives").mkdir(parents=True)
+    (tmp_path / "var/lib/dpkg/status").write_text((fixture / "status/cores").read_text())
+    admin = (fixture / "alternatives/manual/core").read_text()
+    (tmp_path / "var/lib/dpkg/alternatives/core").write_text(admin)
+    (tmp_path / "etc/alternatives").mkdir(parents=True)
+    (tmp_path / "etc/alternatives/core").symlink_to("/opt/rocm/core-7.14")
+    for series in ("7.14", "10.0"):
+        (tmp_path / f"opt/rocm/core-{series}").mkdir(parents=True)
+    found = known_good.installed(str(tmp_path))
+    assert (known_good.rocm_version_of(found), found["line"], found["selected"]) == (
+        "7.14.0",
+        "core",
+        "7.14",
+    )
+    os.chown(tmp_path / "var/lib/dpkg/status", 1234, 0)  # not root's: refused, not read
+    with pytest.raises(ValueError, match="status: owned by uid 1234, not 0"):
+        known_good.installed(str(tmp_path))
+
+
+def test_the_line_and_the_selected_core_are_part_of_the_state():
+    core = sample(rocm_version="10.0.0", rocm_line="core", rocm_selected="10.0")
+    first, _ = known_good.record(None, core, "2026-12-01T10:00:00Z")
+    assert (first["rocm_line"], first["rocm_selected"]) == ("core", "10.0")
+    assert known_good.load(known_good.dump(first)) == first
+    again, changed = known_good.record(first, dict(core), "2026-12-02T10:00:00Z")
+    assert not changed and again is first
+    switched = sample(rocm_version="10.0.0", rocm_line="core", rocm_selected="7.14")
+    second, changed = known_good.record(first, switched, "2026-12-02T10:00:00Z")
+    assert changed and second["since"] == "2026-12-02T10:00:00Z"
+    edited = {**first, "rocm_selected": "7.14"}
+    with pytest.raises(ValueError, match="does not match its digest"):
+        known_good.load(known_good.dump(edited))
+    dropped = {k: v for k, v in first.items() if k != "rocm_line"}
+    with pytest.raises(ValueError, match="does not match its digest"):
+        known_good.load(known_good.dump(dropped))
+
+
+def test_a_format_2_record_without_the_line_still_verifies_and_gains_it_keeping_its_since():
+    """A record written before the line fields (their digest never covered them)."""
+    old = {"format": 2, "since": "2026-11-01T00:00:00Z", **sample()}
+    del old["rocm_line"], old["rocm_selected"]
+    old["digest"] = known_good.digest(old)
+    assert known_good.load(known_good.dump(old)) == old
+    now = sample(rocm_line="legacy")
+    again, changed = known_good.record(old, now, "2026-12-02T10:00:00Z")
+    assert changed and again["since"] == old["since"] and again["rocm_line"] == "legacy"
+    assert known_good.load(known_good.dump(again)) == again
+    assert known_good.record(again, now, "2026-12-03T10:00:00Z") == (again, False)
 
 
 # ---------------------------------------------------------------- only AMD's packages, ever

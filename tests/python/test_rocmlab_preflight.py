@@ -369,3 +369,55 @@ def test_dpkg_audit_and_the_distributions_rocminfo_as_dpkg_reports_them(
     # Without the options, neither is asked.
     result = run_module(preflight, {}, capsys, monkeypatch)
     assert result["audit"] is None and result["rocminfo_version"] is None
+
+
+# ---------------------------------------------------------------- the installed ROCm release
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the probe reads root's files alone here")
+def test_the_installed_release_of_both_lines(tmp_path: Path) -> None:
+    from rocm_trees import LEGACY, TWO, tree
+
+    root = tree(tmp_path / "core", TWO, ("7.14", "10.0"), "auto")
+    rocm, version = preflight.installed_rocm(str(root))
+    assert version == "10.0.0"  # what the fleet's preflight record reads as the host's release
+    assert (rocm["line"], rocm["release"], rocm["selected"], rocm["mode"]) == (
+        "core",
+        "10.0.0",
+        "10.0",
+        "auto",
+    )
+    assert [(c["series"], c["release"], c["state"], c["selected"]) for c in rocm["cores"]] == [
+        ("7.14", "7.14.0", "installed", False),
+        ("10.0", "10.0.0", "installed", True),
+    ]
+    assert rocm["legacy"] is None and rocm["problems"] == []
+    rocm, version = preflight.installed_rocm(str(tree(tmp_path / "legacy", LEGACY, legacy=True)))
+    assert version == "6.4.2-120" and (rocm["line"], rocm["release"]) == ("legacy", "6.4.2")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the probe reads root's files alone here")
+def test_a_refused_file_leaves_the_release_unknown_and_says_why(tmp_path: Path) -> None:
+    from rocm_trees import LEGACY, tree
+
+    root = tree(tmp_path, LEGACY, legacy=True)
+    info = root / "opt/rocm-6.4.2/.info/version"
+    info.unlink()
+    info.symlink_to("/etc/hostname")
+    rocm, version = preflight.installed_rocm(str(root))
+    assert version is None
+    assert "/opt/rocm-6.4.2/.info/version: a symbolic link (not followed)" in rocm["problems"]
+
+
+def test_the_module_reports_this_machines_rocm(capsys, monkeypatch) -> None:
+    result = run_module(preflight, {}, capsys, monkeypatch)
+    assert result["rocm"] == preflight.installed_rocm()[0]
+    assert set(result["rocm"]) == {
+        "line",
+        "release",
+        "selected",
+        "mode",
+        "legacy",
+        "cores",
+        "problems",
+    }

@@ -191,3 +191,14 @@ def test_ansible_doc_shows_every_setting_of_the_role(role):
     assert result.returncode == 0, result.stderr
     for name in role_docs.spec_options(REPO / "roles" / role):
         assert name in result.stdout, name
+
+
+@pytest.mark.parametrize("name", ["support_catalog.py", "rocm_installed.py"])
+def test_a_wheel_copy_that_differs_from_the_collections_module_is_drift(copy, capsys, name):
+    shipped = copy / "src" / "rocmlab" / "common" / name
+    shipped.write_text(shipped.read_text() + "# edited in the wheel only\n")
+    assert role_docs.main(["--check", "--root", str(copy)]) == 1
+    assert f"src/rocmlab/common/{name}" in capsys.readouterr().err
+    assert role_docs.main(["--root", str(copy)]) == 0
+    source = copy / "plugins" / "module_utils" / name
+    assert shipped.read_text() == source.read_text()

@@ -85,6 +85,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``rocmlab doctor``."""
+    from rocmlab.common import rocm_installed
     from rocmlab.doctor import run_checks
     from rocmlab.doctor.context import Context, load_kernel_log, recorded_runner, run_command
     from rocmlab.doctor.model import document, exit_code, format_line, format_verdict, write_json
@@ -122,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
             host=socket.gethostname(),
             created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             user=ctx.user.name,
+            rocm=rocm_installed.summary(ctx.rocm()),
         )
         try:
             write_json(doc, args.json_path)

@@ -253,6 +253,7 @@ def _check_smoke_args(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``rocmlab health``."""
+    from rocmlab.common import rocm_installed
     from rocmlab.doctor.context import Context, recorded_runner, run_command
     from rocmlab.doctor.model import format_line, format_verdict, write_json
     from rocmlab.health import textfile
@@ -317,7 +318,13 @@ def run(args: argparse.Namespace) -> int:
         f"(tier {done.tier}, budget {done.budget:g} s)",
         file=out,
     )
-    doc = document(done, version=__version__, host=socket.gethostname(), user=ctx.user.name)
+    doc = document(
+        done,
+        version=__version__,
+        host=socket.gethostname(),
+        user=ctx.user.name,
+        rocm=rocm_installed.summary(ctx.rocm()),
+    )
     for option, target, write in (
         ("--json", args.json_path, lambda t: write_json(doc, t)),
         ("--textfile", args.textfile, lambda t: textfile.write(Path(t), doc, done.finished)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rocmlab.common.rocm_installed import describe
 from rocmlab.common.support_catalog import major_minor, version_numbers
 from rocmlab.doctor.context import Context
 from rocmlab.doctor.gpus import detect, override_target, visible
@@ -20,10 +21,13 @@ _VENDORS_DIR = "/etc/OpenCL/vendors"
 class RocmInstall:
     """Which ROCm user space is installed: AMD's, the distribution's, both or none."""
 
-    amd: str | None  # AMD's release (x.y.z) from /opt/rocm/.info/version or rocm-core
+    amd: str | None  # AMD's release (x.y.z): the selected core's, or the legacy line's
     distro: str | None  # the distribution's rocminfo (upstream x.y.z)
     notes: tuple[str, ...]
     broken: tuple[str, ...]  # packages dpkg left half-installed
+    line: str | None = None  # AMD's line: "core" (the ROCm Core SDK) or "legacy"
+    said: str = ""  # rocm_installed.describe: "ROCm 10.0.0 (Core SDK line, ... selected)"
+    problems: tuple[str, ...] = ()  # what rocm_installed found wrong on the Core line
 
     @property
     def release(self) -> str | None:
@@ -38,10 +42,15 @@ def _upstream(version: str) -> str:
 
 
 def installed_rocm(ctx: Context) -> RocmInstall:
-    """ROCm from /opt/rocm/.info/version, dpkg's rocm-core, or the distribution's rocminfo."""
+    """AMD's ROCm as rocm_installed reads it (the Core SDK line: the selected core; the legacy
+    line: /opt/rocm/.info/version and dpkg's rocm-core), or the distribution's rocminfo."""
+    found = ctx.rocm()
     notes, broken = [], []
     amd = None
-    info = (ctx.read(ROCM_INFO_VERSION) or "").strip()
+    if found["line"] == "core":
+        return _core_install(ctx, found)
+    notes += [f"refused: {why}" for why in found["refused"]]
+    info = found["legacy_version"] or ""
     if info:
         amd = _upstream(info)
         notes.append(f"{ROCM_INFO_VERSION}: {info}")
@@ -70,6 +79,28 @@ def installed_rocm(ctx: Context) -> RocmInstall:
     return RocmInstall(amd, distro, tuple(notes), tuple(broken))
 
 
+def _core_install(ctx: Context, found: dict) -> RocmInstall:
+    """The Core SDK line: every core with its package and state, the selection."""
+    notes = [describe(found)]
+    if found["mode"]:
+        notes.append(f"update-alternatives: core group in {found['mode']} mode")
+    broken = []
+    for core in found["cores"]:
+        mark = " (selected)" if core["selected"] else ""
+        package = f"{core['package']} {core['version']}" if core["package"] else "no package"
+        notes.append(f"{core['path']}: {package}, {core['state']}{mark}")
+        if core["package"] and core["state"] not in ("installed", "absent"):
+            broken.append(f"{core['package']} ({core['state']})")
+    fields = ctx.dpkg_packages().get("rocm-core", {})
+    state = fields.get("Status", "")
+    if state and not state.endswith(("installed", "not-installed")) and "config-files" not in state:
+        broken.append(f"rocm-core ({state})")
+    problems = tuple(p for p in found["problems"] if " is half-" not in p and "unpacked" not in p)
+    return RocmInstall(
+        found["release"], None, tuple(notes), tuple(broken), "core", describe(found), problems
+    )
+
+
 def check_rocm_release(ctx: Context) -> Result:
     """The installed ROCm user space: which release, from where, and whether it is whole."""
     rocm = installed_rocm(ctx)
@@ -91,6 +122,15 @@ def check_rocm_release(ctx: Context) -> Result:
     mismatch = [note for note in rocm.notes if " says " in note]
     if mismatch:
         return warned(mismatch[0], "rerun the rocm_packages role to finish the upgrade", evidence)
+    if rocm.problems:
+        return warned(
+            f"{rocm.said}: {'; '.join(rocm.problems)}",
+            "rerun the rocm_packages role (it installs, selects and removes cores); "
+            "`update-alternatives --display core` shows the selection",
+            evidence + list(rocm.problems),
+        )
+    if rocm.line == "core":
+        return passed(f"AMD's {rocm.said}", evidence)
     if rocm.amd:
         return passed(f"AMD's ROCm {rocm.amd}", evidence)
     if rocm.distro:

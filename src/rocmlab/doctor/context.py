@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocmlab.common import rocm_installed
 from rocmlab.common.hostread import KIB, MIB, HostRead, describe_limit, read_bounded
 
 # Seconds a probed command may take (clinfo on a hung GPU can block), and how long to wait for
@@ -258,6 +259,7 @@ class Context:
     unread: dict[str, HostRead] = field(default_factory=dict)
     _torch: TorchInfo | None = field(default=None, repr=False)
     _dpkg: dict[str, dict[str, str]] | None = field(default=None, repr=False)
+    _rocm: dict | None = field(default=None, repr=False)
 
     def sys(self, *parts: str) -> Path:
         """A path under the sysfs root."""
@@ -312,6 +314,13 @@ class Context:
         if self._dpkg is None:
             self._dpkg = parse_dpkg_status(self.read(DPKG_STATUS, DPKG_STATUS_LIMIT) or "")
         return self._dpkg
+
+    def rocm(self) -> dict:
+        """AMD's installed ROCm under the root (rocm_installed.probe, with dpkg's status as read
+        above), probed once."""
+        if self._rocm is None:
+            self._rocm = rocm_installed.probe(str(self.root), packages=self.dpkg_packages())
+        return self._rocm
 
     def os_release(self) -> dict[str, str]:
         """/etc/os-release as a mapping (quotes removed)."""

@@ -83,12 +83,21 @@ def exit_code(results: list[Result]) -> int:
 
 
 def document(
-    results: list[Result], *, version: str, host: str, created: str, user: str
+    results: list[Result],
+    *,
+    version: str,
+    host: str,
+    created: str,
+    user: str,
+    rocm: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``--json`` document: what the checks saw, as they saw it (JSON escapes control
-    characters), with lone surrogates replaced so that it is valid UTF-8 JSON."""
+    characters), with lone surrogates replaced so that it is valid UTF-8 JSON. ROCM: AMD's
+    installed ROCm (rocm_installed.summary), listed as ``rocm`` when given."""
+    extra = {} if rocm is None else {"rocm": rocm}
     return valid_unicode(
         {
+            **extra,
             "schema_version": SCHEMA_VERSION,
             "tool": TOOL,
             "rocmlab_version": version,
@@ -142,6 +151,43 @@ _CHECK_SCHEMA: dict[str, Any] = {
     },
 }
 
+_TEXT_OR_NULL = {"type": ["string", "null"]}
+# AMD's installed ROCm (rocm_installed.summary): the release line, the release applications
+# get, on the Core SDK line the selected core's series, the alternatives group's mode and every
+# core found; the legacy release also where both lines are installed. Optional: documents
+# written before it have none.
+ROCM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["line", "release", "selected", "mode", "legacy", "cores", "problems"],
+    "additionalProperties": False,
+    "properties": {
+        "line": {"enum": ["core", "legacy", None]},
+        "release": _TEXT_OR_NULL,
+        "selected": _TEXT_OR_NULL,
+        "mode": {"enum": ["auto", "manual", None]},
+        "legacy": _TEXT_OR_NULL,
+        "cores": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["series", "release", "package", "version", "state", "path",
+                             "selected"],
+                "additionalProperties": False,
+                "properties": {
+                    "series": {"type": "string"},
+                    "release": _TEXT_OR_NULL,
+                    "package": _TEXT_OR_NULL,
+                    "version": _TEXT_OR_NULL,
+                    "state": {"type": "string"},
+                    "path": {"type": "string"},
+                    "selected": {"type": "boolean"},
+                },
+            },
+        },
+        "problems": {"type": "array", "items": {"type": "string"}},
+    },
+}  # fmt: skip
+
 # JSON Schema (draft 2020-12) of the ``rocmlab doctor --json`` document.
 DOCTOR_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -169,5 +215,6 @@ DOCTOR_SCHEMA: dict[str, Any] = {
         "verdict": {"enum": [PASS, WARN, FAIL]},
         "exit_code": {"enum": [0, 1]},
         "checks": {"type": "array", "items": _CHECK_SCHEMA},
+        "rocm": ROCM_SCHEMA,
     },
 }

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from rocmlab.common.textsafe import valid_unicode
-from rocmlab.doctor.model import FAIL, PASS, STATUSES, WARN, exit_code, verdict
+from rocmlab.doctor.model import FAIL, PASS, ROCM_SCHEMA, STATUSES, WARN, exit_code, verdict
 from rocmlab.health.run import Run
 
 SCHEMA_VERSION = 1
@@ -25,13 +25,18 @@ def utc(seconds: float) -> str:
     return time.strftime(TIME_FORMAT, time.gmtime(seconds))
 
 
-def document(run: Run, *, version: str, host: str, user: str) -> dict[str, Any]:
+def document(
+    run: Run, *, version: str, host: str, user: str, rocm: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The report of one run, as the host's files and commands gave it (see docs/doctor.md,
     "What the host says is data": JSON escapes control characters, lone surrogates are
-    replaced so that it is valid UTF-8)."""
+    replaced so that it is valid UTF-8). ROCM: AMD's installed ROCm (rocm_installed.summary),
+    listed as ``rocm`` when given."""
     results = run.results
+    extra = {} if rocm is None else {"rocm": rocm}
     return valid_unicode(
         {
+            **extra,
             "schema_version": SCHEMA_VERSION,
             "tool": TOOL,
             "rocmlab_version": version,
@@ -98,5 +103,6 @@ HEALTH_SCHEMA: dict[str, Any] = {
         "verdict": {"enum": [PASS, WARN, FAIL]},
         "exit_code": {"enum": [0, 1]},
         "checks": {"type": "array", "items": _CHECK},
+        "rocm": ROCM_SCHEMA,
     },
 }  # fmt: skip
