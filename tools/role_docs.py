@@ -482,7 +482,8 @@ def support_matrix(reader: Any, catalog: Any) -> str:
 
 
 def gfx_tables(catalog: Any, prefix: str) -> str:
-    """The gfx target and PCI id tables as the role variables <prefix>_targets and _pci_ids."""
+    """The gfx target and PCI id tables as the role variables <prefix>_targets and _pci_ids,
+    and <prefix>_native: the targets each Core SDK release ships code for."""
     gfx = catalog.gfx()
     lines = [f"{prefix}_targets:"]
     for name, target in gfx["targets"].items():
@@ -498,6 +499,11 @@ def gfx_tables(catalog: Any, prefix: str) -> str:
         f'  "{pci}": {{gfx: {device["gfx"]}, name: {json.dumps(device["name"])}}}'
         for pci, device in gfx["pci_ids"].items()
     ]
+    lines.append(f"{prefix}_native:")
+    for series, targets in catalog.native().items():
+        rows = [", ".join(targets[i : i + 12]) for i in range(0, len(targets), 12)]
+        head = f'  "{series}": ['
+        lines.append(head + (",\n" + " " * len(head)).join(rows) + "]")
     return "\n".join(lines) + "\n"
 
 

@@ -457,6 +457,14 @@ class Catalog:
         """The release line's entry (repositories, key, origin, suite) of a release entry."""
         return self.data["lines"][release["line"]]
 
+    def native(self) -> dict:
+        """Core SDK series -> the gfx targets it ships code for, oldest series first."""
+        return {
+            r["version"]: list(r["targets"])
+            for r in sorted(self.data["releases"], key=lambda r: release_key(r["version"]))
+            if r["line"] == "core"
+        }
+
     def native_targets(self, text: str | None) -> list | None:
         """The gfx targets a Core SDK release has code objects for; None for a legacy or an
         unknown release (the gfx table's override column speaks for the legacy line)."""

@@ -50,6 +50,18 @@ options:
     description: Hide integrated GPUs when a usable discrete GPU is present.
     type: bool
     default: true
+  native:
+    description:
+      - Release series of AMD's Core SDK (C(10.0)) -> the gfx targets it ships code for (the
+        support catalog's). When the host's installed ROCm (read under I(rocm_root)) is such a
+        release, a GPU it has code for needs no C(HSA_OVERRIDE_GFX_VERSION), whatever
+        I(targets) says of the legacy line.
+    type: dict
+    default: {}
+  rocm_root:
+    description: Where the installed ROCm is read (a copied tree in tests).
+    type: path
+    default: /
   lspci:
     description:
       - Whether to fall back to C(lspci -nn -D) when sysfs has no PCI devices directory.
@@ -116,6 +128,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import rocm_installed
 
 AMD_VENDOR_ID = 0x1002
 # PCI base class + subclass of devices that can be compute GPUs: VGA, 3D controller, other
@@ -506,6 +519,19 @@ def detect(root: str, targets: dict, pci_ids: dict, lspci_text: str | None, warn
     return {"source": source if gpus else "none", "kfd_present": nodes is not None, "gpus": gpus}
 
 
+def follow_sdk(gpus: list[dict], installed: dict, native: dict) -> None:
+    """GPUs the installed Core SDK release ships code for need no override: theirs is dropped
+    and the note says why (installed: rocm_installed.probe's answer; native: series -> targets)."""
+    release = installed.get("release") if installed.get("line") == "core" else None
+    series = ".".join(release.split(".")[:2]) if release else None
+    targets = set(native.get(series, [])) if series else set()
+    for gpu in gpus:
+        if gpu["override"] and gpu["gfx_target"] in targets:
+            gpu["override"] = ""
+            gpu["usable"] = True
+            gpu["note"] = f"native code in the installed ROCm {release} (Core SDK): no override"
+
+
 def run_lspci(module: AnsibleModule) -> str | None:
     lspci = module.get_bin_path("lspci")
     if not lspci:
@@ -524,6 +550,8 @@ def main() -> None:
             "version": {"type": "str", "default": ""},
             "hide_igpu": {"type": "bool", "default": True},
             "lspci": {"type": "str", "choices": ["auto", "always", "never"], "default": "auto"},
+            "native": {"type": "dict", "default": {}},
+            "rocm_root": {"type": "path", "default": "/"},
         },
         supports_check_mode=True,
     )
@@ -546,6 +574,8 @@ def main() -> None:
     if use_lspci and not os.path.isdir(os.path.join(root, "bus", "pci", "devices")):
         lspci_text = run_lspci(module)
     found = detect(root, params["targets"], pci_ids, lspci_text, warnings)
+    installed = rocm_installed.probe(params["rocm_root"]) if params["native"] else {}
+    follow_sdk(found["gpus"], installed, params["native"])
     planned = plan(found["gpus"], params["mode"], params["version"], params["hide_igpu"])
     for warning in warnings:
         module.warn(warning)

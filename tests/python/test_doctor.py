@@ -899,3 +899,15 @@ def test_the_json_document_reports_the_core_line(case, tmp_path: Path) -> None:
         "PASS  rocm_release: AMD's ROCm 10.0.0 (Core SDK line, /opt/rocm/core-10.0 selected;"
         " also installed: core-7.14)"
     )
+
+
+def test_the_core_sdk_needs_no_override_for_a_card_it_ships_code_for(case) -> None:
+    # gfx1031 (RX 6700 XT) needs 10.3.0 on the legacy line; ROCm 10.0's Core SDK ships its code.
+    ctx = core_host(case("override-missing"))
+    result = check("gfx_override", ctx)
+    assert result.status == PASS, result
+    assert any("ROCm 10.0.0 (Core SDK) ships code for gfx1031" in line for line in result.evidence)
+    # The override the legacy line needed is now one too many.
+    env = {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}
+    result = check("gfx_override", core_host(case("override-missing", env=env)))
+    assert result.status == WARN and "is set but no GPU needs it" in result.saw

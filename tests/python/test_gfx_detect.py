@@ -511,3 +511,35 @@ def test_module_refuses_a_malformed_manual_version(capsys, monkeypatch):
     )
     assert result["failed"] is True
     assert "'10.3' is not major.minor.stepping" in result["msg"]
+
+
+# ---------------------------------------------------------------- the installed Core SDK
+
+NATIVE = VARS["__gfx_override_native"]
+
+
+def core_installed(tmp_path: Path, mode: str = "auto") -> dict:
+    """The installed-release probe on a host with cores 7.14 and 10.0 (tests/python/rocm_trees)."""
+    from rocm_trees import TWO, tree
+
+    from rocmlab.common import rocm_installed
+
+    return rocm_installed.probe(str(tree(tmp_path, TWO, ("7.14", "10.0"), mode)))
+
+
+def test_the_installed_core_sdk_ships_the_code_the_legacy_line_needed_an_override_for(tmp_path):
+    found, _ = detect(FIXTURES / "rx6700xt")
+    gfx_detect.follow_sdk(found["gpus"], core_installed(tmp_path), NATIVE)
+    assert found["gpus"][0]["override"] == ""
+    assert found["gpus"][0]["note"] == (
+        "native code in the installed ROCm 10.0.0 (Core SDK): no override"
+    )
+    # So the role removes the override it wrote (tasks/remove.yml): nothing is planned.
+    assert gfx_detect.plan(found["gpus"], "auto", "", True)["environment"] == {}
+
+
+def test_on_the_legacy_line_or_without_rocm_the_override_stays(tmp_path):
+    for installed in ({"line": "legacy", "release": "6.4.2"}, {}):
+        found, _ = detect(FIXTURES / "rx6700xt")
+        gfx_detect.follow_sdk(found["gpus"], installed, NATIVE)
+        assert found["gpus"][0]["override"] == "10.3.0"

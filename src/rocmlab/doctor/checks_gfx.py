@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
+from rocmlab.common import support_catalog
 from rocmlab.doctor.context import Context
 from rocmlab.doctor.gpus import Gpu, detect, valid_override, visible, wanted_environment
 from rocmlab.doctor.model import Result, failed, passed, skipped, warned
@@ -37,6 +39,7 @@ def _login_hint(ctx: Context, name: str, value: str | None) -> str:
 def check_gfx_override(ctx: Context) -> Result:
     """HSA_OVERRIDE_GFX_VERSION: needed and missing, set but not needed, wrong, or mixed cards."""
     _unused, gpus = detect(ctx.sysfs_root, ctx.read_path)
+    gpus, sdk_notes = follow_sdk(gpus, ctx.rocm())
     value = ctx.env.get("HSA_OVERRIDE_GFX_VERSION")
     hint = _login_hint(ctx, "HSA_OVERRIDE_GFX_VERSION", value)
     shown, notes = visible(gpus, ctx.env)
@@ -45,7 +48,8 @@ def check_gfx_override(ctx: Context) -> Result:
         if not gpus:
             return skipped("no AMD GPU found")
         return skipped("no GPU this process sees can compute (see igpu_hidden and gpu_count)")
-    evidence = [f"GPU {g.index}: {g.label()} needs {_needs_text(g)}" for g in usable] + notes
+    evidence = [f"GPU {g.index}: {g.label()} needs {_needs_text(g)}" for g in usable]
+    evidence += sdk_notes + notes
     said = f"HSA_OVERRIDE_GFX_VERSION={value}" if value is not None else "no override"
     if value is not None and not valid_override(value):
         return failed(
@@ -56,7 +60,10 @@ def check_gfx_override(ctx: Context) -> Result:
             evidence,
         )
     wrong = [gpu for gpu in usable if (value or gpu.native) != gpu.needs]
-    if not wrong:
+    # Where the installed Core SDK ships every card's code, an override left from the legacy
+    # line is one too many, not a wrong target (it still names code that runs).
+    superfluous = bool(sdk_notes) and not any(gpu.override for gpu in usable)
+    if not wrong or (value is not None and superfluous):
         if value is not None and not any(gpu.override for gpu in usable):
             return warned(
                 f"{said} is set but no GPU needs it: each runs its own code objects{hint}",
@@ -93,6 +100,24 @@ def check_gfx_override(ctx: Context) -> Result:
         f"by hand `export HSA_OVERRIDE_GFX_VERSION={need}`",
         evidence,
     )
+
+
+def follow_sdk(gpus: list[Gpu], rocm: dict) -> tuple[list[Gpu], list[str]]:
+    """The GPUs as the installed ROCm sees them: AMD's Core SDK (7.14 and later) ships code for
+    targets the legacy line needed an override for (the support catalog's targets of the
+    release), so those need none. rocm: the installed-release probe's answer."""
+    release = rocm.get("release") if rocm.get("line") == "core" else None
+    native = set(support_catalog.shipped().native_targets(release) or []) if release else set()
+    followed, notes = [], []
+    for gpu in gpus:
+        if gpu.override and gpu.gfx in native:
+            notes.append(
+                f"GPU {gpu.index}: ROCm {release} (Core SDK) ships code for {gpu.gfx}: "
+                f"no override, where the legacy line needed {gpu.override}"
+            )
+            gpu = dataclasses.replace(gpu, override="", usable=True)
+        followed.append(gpu)
+    return followed, notes
 
 
 def _needs_text(gpu: Gpu) -> str:
