@@ -305,7 +305,8 @@ def fleet_preflight_record(checks, facts):
     passed (no check failed), and what was read from it before any change. FACTS: host,
     created (UTC, ISO 8601), distribution, kernel, python_found (pytorch_rocm_python_found, or
     None), python_version (Ansible's interpreter's, where the frameworks found none), rocm_source,
-    host_rocm_version (rocmlab_preflight's: AMD's /opt/rocm/.info/version, or None),
+    host_rocm_version (rocmlab_preflight's rocm_version: AMD's release, the selected core's on
+    the Core SDK line, /opt/rocm/.info/version's text on the legacy line; or None),
     rocminfo_version (dpkg's version of the distribution's rocminfo, "" when not installed),
     rocm_configured (the release the inventory configures, or None)."""
     checks = list(checks or [])

@@ -11,9 +11,9 @@ short_description: Record the state a host passed the health gate in
 description:
   - Writes I(path) with the exact versions of the installed AMD packages (those rocmlab's ledger,
     I(ledger), says came from AMD's sources; run M(rocmlab.rocmlab.rocmlab_amd_packages) first),
-    the installed ROCm release (module_utils rocm_installed: on the ROCm Core SDK line the
-    release of the core C(update-alternatives) selects, with the line and that core's series;
-    on the legacy line C(/opt/rocm/.info/version)), the bytes, mode and owner of
+    the installed ROCm release (as module_utils rocm_installed reads it - on the ROCm Core SDK
+    line the release of the core C(update-alternatives) selects, with the line and that core's
+    series, on the legacy line C(/opt/rocm/.info/version)), the bytes, mode and owner of
     I(apt_files), each venv's C(pip freeze), the GPU override file, the running kernel and the
     rocmlab version, and C(since), when the host was first seen good in exactly this state, and
     a digest of it all. Unchanged state leaves the record as it is (changed=false).

@@ -24,7 +24,7 @@ description:
     13's C(who) reads those instead of utmp) when logind runs. The session this module runs in
     (any of its parent processes leads it) and the accounts in I(ignore_users) do not count.
   - AMD's installed ROCm release, read by module_utils rocm_installed from root's files alone
-    (bounded, no link followed but AMD's C(/opt/rocm) chain, and that within the host's root):
+    (bounded, no link followed but AMD's C(/opt/rocm) chain, and that within the host's root) -
     dpkg's C(rocm-core) and C(amdrocm*) packages, the C(/opt/rocm/core-X.Y) directories of the
     ROCm Core SDK line and C(update-alternatives)' C(core) group (which core is selected, auto
     or manual), and the legacy line's C(/opt/rocm/.info/version).
