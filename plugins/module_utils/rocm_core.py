@@ -218,7 +218,7 @@ def parse_query(text: str) -> dict:
     "alternatives": [path, ...]}."""
     info: dict = {"name": None, "link": None, "status": None, "value": None, "alternatives": []}
     for line in text.splitlines():
-        key, _, value = line.partition(": ")
+        key, _sep, value = line.partition(": ")
         if key == "Name":
             info["name"] = value
         elif key == "Link":

@@ -158,7 +158,7 @@ def plan(catalog: Catalog, settings: dict) -> dict:
     if folder is None:
         where = f"{settings.get('distribution')} {settings.get('major')}"
         has = sorted(p["amd"]["core"] for p in catalog.platforms if "core" in p["amd"])
-        newest_legacy = _known(catalog, "legacy").split(", ")[0]
+        newest_legacy = _known(catalog, "legacy").split(", ", maxsplit=1)[0]
         problem = (
             f"rocm_repo_version: ROCm {version} is of AMD's Core SDK line, which has no "
             f"packages for {where} (systems it has: {', '.join(has)}). Use a legacy release "

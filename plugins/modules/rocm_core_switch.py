@@ -14,7 +14,7 @@ description:
     update-alternatives, the newest release winning. This module runs
     C(update-alternatives --set) for every group with an alternative inside
     C(/opt/rocm/core-)I(series) whose value is another, and checks that every link of the tree
-    then resolves into it. Nothing is downloaded: it works with every mirror unreachable.
+    then resolves into it. Nothing is downloaded, so it works with every mirror unreachable.
   - Fails, changing nothing, when the core is not installed (a group of the tree has no
     alternative inside it), naming the groups. Check mode says what would change.
 options:
