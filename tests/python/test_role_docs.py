@@ -1,13 +1,14 @@
 """The settings' single source (each role's meta/settings.yml) and what is generated from it: the
 drift check in tools/role_docs.py passes on the repository and fails when a default, the
-argument specs, a README table or the lab example changes in one place only, and when a setting
-is declared twice (in two roles, or checked by a row of its own in a task file), and when a
-role's list of the facts it publishes differs from what its tasks set. ansible-doc shows every
-role's settings."""
+argument specs, a README table or the lab example (the starter and the reference) changes in
+one place only, and when a setting is declared twice (in two roles, or checked by a row of its
+own in a task file), and when a role's list of the facts it publishes differs from what its
+tasks set. ansible-doc shows every role's settings."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -69,7 +70,8 @@ def test_a_default_changed_in_the_declaration_only_is_drift_in_what_is_generated
         "roles/user_groups/meta/argument_specs.yml is not what tools/role_docs.py generates" in err
     )
     assert (
-        "inventory/lab.example/group_vars/all.yml is not what tools/role_docs.py generates" in err
+        "inventory/lab.example/group_vars/all.reference.yml is not what tools/role_docs.py "
+        "generates" in err
     )
     assert role_docs.main(["--root", str(copy)]) == 0  # regenerating brings them back in step
     assert role_docs.main(["--check", "--root", str(copy)]) == 0
@@ -202,3 +204,117 @@ def test_a_wheel_copy_that_differs_from_the_collections_module_is_drift(copy, ca
     assert role_docs.main(["--root", str(copy)]) == 0
     source = copy / "plugins" / "module_utils" / name
     assert shipped.read_text() == source.read_text()
+
+
+# --- The starter inventory: the decisions a lab makes (each role's starter list) -------------
+
+
+def starter_declared() -> dict[str, dict]:
+    """The settings the roles list under starter, in the order of the role registry, with their
+    declarations."""
+    declared = {}
+    for role in role_docs.PUBLIC_ROLES:
+        options = role_docs.spec_options(REPO / "roles" / role)
+        declared |= {name: options[name] for name in role_docs.starter_names(REPO / "roles" / role)}
+    return declared
+
+
+def test_the_starter_holds_each_declared_decision_with_its_default():
+    starter = yaml.safe_load(role_docs.STARTER.read_text())
+    declared = starter_declared()
+    assert {"rocm_repo_version", "rocm_repo_source", "rocmlab_lab_cache", "user_groups_users",
+            "pytorch_rocm_version", "tensorflow_rocm_enabled"} <= set(declared)  # fmt: skip
+    # Every variable in it is a declared setting, in the declared order, holding its default:
+    # the file as written changes nothing (a templated default is written commented out).
+    literal = [name for name, option in declared.items() if "{{" not in str(option["default"])]
+    assert list(starter) == literal
+    assert starter == {name: declared[name]["default"] for name in literal}
+    text = role_docs.STARTER.read_text()
+    for name in set(declared) - set(literal):
+        assert f"\n# {name}: " in text, name
+    # What a lab needs to decide the release: the catalog's lines and the torch pairs.
+    assert "(AMD's Core SDK)" in text and "(legacy)" in text
+    assert "7.2: 2.11, 2.12, 2.13, 2.14;" in text
+
+
+def test_a_starter_naming_no_setting_is_drift(copy, capsys):
+    settings = copy / "roles" / "rocm_repo" / "meta" / "settings.yml"
+    settings.write_text(
+        settings.read_text().replace(
+            "starter: [rocm_repo_version, rocm_repo_source]",
+            "starter: [rocm_repo_release, rocm_repo_source]",
+        )
+    )
+    assert role_docs.main(["--check", "--root", str(copy)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "rocm_repo: rocm_repo_release is listed under starter in meta/settings.yml but is no "
+        "setting of the role" in err
+    )
+    assert (
+        "inventory/lab.example/group_vars/all.yml is not what tools/role_docs.py generates" in err
+    )
+
+
+def test_a_renamed_setting_leaves_no_stale_starter(copy, capsys):
+    # The setting renamed everywhere but in the starter list: --check names the list; the
+    # generated starter never holds a name no role reads.
+    for path in (copy / "roles" / "user_groups").rglob("*.yml"):
+        text = path.read_text()
+        if "user_groups_users:" in text:
+            path.write_text(text.replace("user_groups_users:", "user_groups_accounts:"))
+    assert role_docs.main(["--root", str(copy)]) == 1
+    assert (
+        "user_groups: user_groups_users is listed under starter in meta/settings.yml but is no "
+        "setting of the role" in capsys.readouterr().err
+    )
+    starter = yaml.safe_load((copy / "inventory/lab.example/group_vars/all.yml").read_text())
+    assert "user_groups_users" not in starter and "user_groups_accounts" not in starter
+
+
+def test_a_decision_added_to_a_starter_list_is_generated(copy, capsys):
+    settings = copy / "roles" / "user_groups" / "meta" / "settings.yml"
+    settings.write_text(
+        settings.read_text().replace(
+            "starter: [user_groups_users]", "starter: [user_groups_users, user_groups_groups]"
+        )
+    )
+    assert role_docs.main(["--check", "--root", str(copy)]) == 1
+    assert "group_vars/all.yml is not what tools/role_docs.py generates" in capsys.readouterr().err
+    assert role_docs.main(["--root", str(copy)]) == 0
+    starter = (copy / "inventory/lab.example/group_vars/all.yml").read_text()
+    assert "# Groups that grant GPU access.\n# For example: [render, video].\n" in starter
+    assert "\nuser_groups_groups: [render, video]\n" in starter
+
+
+def test_the_lab_example_reads_as_ansible_reads_it():
+    """ansible-inventory over inventory/lab.example: the host range expands, every host gets the
+    starter's values and the SSH account, and Ansible loads nothing of all.reference.yml."""
+    ansible_inventory = Path(sys.executable).with_name("ansible-inventory")
+    listed = subprocess.run(
+        [str(ansible_inventory), "-i", str(REPO / "inventory" / "lab.example"), "--list"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "WARNING" not in listed.stderr, listed.stderr
+    inventory = json.loads(listed.stdout)
+    hostvars = inventory["_meta"]["hostvars"]
+    assert sorted(hostvars) == [
+        *[f"gpu{n:02d}.lab.example.org" for n in range(1, 9)],
+        "mi210-01.lab.example.org",
+    ]
+    starter = yaml.safe_load(role_docs.STARTER.read_text())
+    reference = yaml.safe_load(role_docs.REFERENCE.read_text())
+    for host, values in hostvars.items():
+        assert {name: values.get(name) for name in starter} == starter, host
+        # The settings a host has: the starter's, and the driver hosts.yml gives the servers.
+        servers = {"rocm_packages_driver"} if host.startswith("mi210-") else set()
+        assert set(values) & set(reference) == set(starter) | servers, host
+        assert values["ansible_user"] == "labadmin", host
+        # A play's become: false must hold: an inventory ansible_become would override it.
+        assert "ansible_become" not in values, host
+    assert hostvars["mi210-01.lab.example.org"]["rocm_packages_driver"] == "dkms"
+    assert inventory["lab"]["children"] == ["gpu_workstations", "gpu_servers"]
