@@ -421,3 +421,68 @@ def test_the_demo_run_stops_at_the_settings_check_before_any_change(tmp_path, wh
     )
     assert "Provision ROCm and the frameworks" not in output
     assert re.search(r"rocmlab-demo +: ok=\d+ +changed=0 +unreachable=0 +failed=1", output)
+
+
+# --- The starter inventory (inventory/lab.example/group_vars/all.yml) ------------------------
+
+STARTER = REPO / "inventory" / "lab.example" / "group_vars" / "all.yml"
+# The roles site.yml applies (the role registry's rocm, frameworks and smoke groups).
+SITE_ROLES = [
+    entry["name"]
+    for entry in yaml.safe_load((REPO / "roles/rocmlab/vars/main.yml").read_text())[
+        "__rocmlab_registry"
+    ]
+    if entry["group"] in ("rocm", "frameworks", "smoke")
+]
+
+
+def filled(decisions: dict) -> str:
+    """The starter with each of DECISIONS ({name: value}) written over its line, as a lab admin
+    edits the copy."""
+    text = STARTER.read_text()
+    for name, value in decisions.items():
+        line = next(line for line in text.splitlines() if line.startswith(f"{name}: "))
+        text = text.replace(f"\n{line}\n", f"\n{name}: {json.dumps(value)}\n")
+    assert {k: v for k, v in yaml.safe_load(text).items() if k in decisions} == decisions
+    return text
+
+
+@pytest.mark.parametrize(
+    "decisions",
+    [
+        {},  # as written: every decision at its default
+        {
+            "rocmlab_lab_cache": "head-01",
+            "rocm_repo_version": "7.2",
+            "rocm_repo_source": "amd",
+            "user_groups_users": ["alice", "bob"],
+            "pytorch_rocm_version": "2.13.0",
+            "tensorflow_rocm_enabled": True,
+        },
+    ],
+    ids=["as-written", "filled"],
+)
+def test_the_settings_check_accepts_the_starter(tmp_path, decisions):
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "all.yml").write_text(filled(decisions))
+    assert SITE_ROLES[0] == "rocm_repo" and "smoke_test" in SITE_ROLES
+    found = check(
+        tmp_path,
+        {"gpu01": {}, "head-01": {}},
+        SITE_ROLES,
+        groups={"lab_cache": ["head-01"]},
+    )
+    assert found["problems"] == {}, found["problems"]
+
+
+def test_a_misspelt_decision_in_the_starter_is_refused_naming_the_file(tmp_path):
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "all.yml").write_text(
+        STARTER.read_text().replace("\nrocm_repo_version: ", "\nrocm_repo_verison: ")
+    )
+    found = check(tmp_path, {"gpu01": {}}, SITE_ROLES)
+    assert found["problems"]["gpu01"] == [
+        unknown(
+            "rocm_repo_verison", "group_vars/all", "Did you mean rocm_repo_version?", "rocm_repo_"
+        )
+    ]
