@@ -370,6 +370,12 @@ def test_a_new_release_and_system_are_one_catalog_entry_each(tree, capsys):
         "roles/rocm_packages/vars/Debian-14.yml",
         "roles/rocmlab/vars/main.yml",
         "README.md",
+        # The starter names the catalog's releases.
+        "inventory/lab.example/group_vars/all.yml",
+        # The gfx tables name the targets each Core SDK release ships code for (10.2's).
+        "roles/gfx_override/vars/main.yml",
+        "roles/rocm_packages/vars/main.yml",
+        "roles/slurm_health/vars/main.yml",
     }
 
     for meta in metas:
