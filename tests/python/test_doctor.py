@@ -911,3 +911,13 @@ def test_the_core_sdk_needs_no_override_for_a_card_it_ships_code_for(case) -> No
     env = {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}
     result = check("gfx_override", core_host(case("override-missing", env=env)))
     assert result.status == WARN and "is set but no GPU needs it" in result.saw
+
+
+def test_on_the_core_line_the_kernels_own_driver_is_named_as_the_one_in_use(case) -> None:
+    result = check("amdgpu_driver", core_host(case("radeon-healthy")))
+    assert result.status == PASS
+    assert result.saw.endswith(
+        "AMD's Core SDK ships no kernel driver: the kernel's own amdgpu serves it"
+    )
+    # On the legacy line the sentence is not there.
+    assert "Core SDK" not in check("amdgpu_driver", case("radeon-healthy")).saw

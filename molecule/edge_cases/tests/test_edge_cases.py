@@ -95,6 +95,18 @@ BAD_SETTINGS = [
         ["rocm_packages_driver", "dkms", 'rocm_packages_source is "distro"'],
     ),
     (
+        "dkms-on-the-core-line",
+        D12,
+        {"rocm_repo_version": "10.0", "rocm_packages_driver": "dkms"},
+        ["rocm_packages_driver", "ROCm 10.0, of AMD's Core SDK line, which ships no kernel driver"],
+    ),
+    (
+        "core-line-on-debian13",
+        D13,
+        {"rocm_repo_source": "amd", "rocm_repo_version": "10.0"},
+        ["rocm_repo_version: ROCm 10.0 is of AMD's Core SDK line", "no packages for Debian 13"],
+    ),
+    (
         "unknown-user",
         D12,
         {"user_groups_users": ["nobody-here"]},

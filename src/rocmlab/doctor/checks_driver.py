@@ -46,7 +46,10 @@ def check_amdgpu_driver(ctx: Context) -> Result:
                 "reseat the card and check its power cables (`lspci -nn | grep -i amd` lists "
                 "it when the slot sees it); with --expect-gpus 0 this is expected",
             )
-        return passed(f"amdgpu loaded ({origin}); {len(on_bus)} AMD GPU(s) on the PCI bus")
+        note = ""
+        if not version and ctx.rocm().get("line") == "core":
+            note = "; AMD's Core SDK ships no kernel driver: the kernel's own amdgpu serves it"
+        return passed(f"amdgpu loaded ({origin}); {len(on_bus)} AMD GPU(s) on the PCI bus{note}")
     if on_bus:
         addresses = ", ".join(dev.address for dev in on_bus)
         if blocking:
