@@ -32,7 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "matmul TFLOP/s. --model cnn trains a small CNN instead; --techniques also checks\n"
             "gradient accumulation, activation checkpointing, mixed precision and a profile.\n"
             "Under `torchrun --nproc-per-node N`: DistributedDataParallel.\n"
-            "The tutorial's exact recipe: --optimizer sgd --lr 0.01 --momentum 0 --batch-size 64"
+            "The tutorial's exact recipe: --optimizer sgd --lr 0.01 --momentum 0 --batch-size 64\n"
+            f"The job, its gates and its report: {docs_url('smoke-job.md')}"
         ),
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -125,8 +126,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=FRACTION,
         default=None,
         metavar="F",
-        help="test accuracy gate (default: per dataset, epochs and recipe; the table: "
-        f"{docs_url('smoke-job.md')})",
+        help="test accuracy gate (default: per dataset, epochs and recipe; the gates are "
+        "listed at the address below)",
     )
     smoke.add_argument(
         "--seed",

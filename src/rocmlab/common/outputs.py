@@ -82,11 +82,13 @@ def writable_output(option: str, path: Path) -> None:
             f"{option} {path}: is a directory; give a file name, e.g. {path / 'report.json'}"
         )
     parent = path.parent
-    if not parent.is_dir():
-        what = "is not a directory" if parent.exists() else "does not exist"
+    nearest = next(p for p in (parent, *parent.parents) if p.exists() or p == p.parent)
+    if not nearest.is_dir():
+        raise UsageError(f"{option} {path}: {nearest} is not a directory")
+    if nearest != parent:
         raise UsageError(
-            f"{option} {path}: the directory {parent} {what} (it is not created); give a file "
-            "in an existing directory"
+            f"{option} {path}: the directory {parent} does not exist (it is not created); give "
+            "a file in an existing directory"
         )
     try:
         probe_directory(parent, path.name)
