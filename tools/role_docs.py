@@ -444,8 +444,10 @@ def contract_vars(contract: dict[str, Any]) -> str:
         f"__smoke_test_reserved_args: {yaml_value(smoke['set_by_role'])}",
         "__smoke_test_cli_exit_meaning:",
     ]
-    for row in smoke["exit_codes"]:
-        lines += [f"  {code}: {json.dumps(row['meaning'])}" for code in row["codes"]]
+    for row in contract["exit_codes"]:  # the table's rows of rocmlab smoke, as they read for it
+        if "smoke" in row["commands"]:
+            meaning = row.get("detail", {}).get("smoke", row["meaning"])
+            lines += [f"  {code}: {json.dumps(meaning)}" for code in row["codes"]]
     return "\n".join(lines)
 
 

@@ -62,6 +62,9 @@ from ansible_collections.rocmlab.rocmlab.plugins.plugin_utils.terminal import sh
 
 # The fleet report reads a few files; it gets this long to do so before it is abandoned.
 REPORT_TIMEOUT = 300
+# rocmlab fleet-report's exit codes that mean no report was made: input refused, outputs not
+# written, a fault (its table in src/rocmlab/data/cli_contract.json; the tests compare them).
+REPORT_NOT_MADE = (2, 5, 70)
 # This checkout (plugins/callback/ is two levels down): its src/ holds `rocmlab fleet-report`,
 # its roles/ the one task whose result is the plan.
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -237,10 +240,10 @@ class CallbackModule(CallbackBase):
                 f"fleet.html, fleet.json and fleet.junit.xml in {shown(where)}"
                 " (exit 1: not every declared host is ready)"
             )
-        elif done.returncode == 2:
+        elif done.returncode in REPORT_NOT_MADE:
             self._display.warning(
-                f"The fleet report could not be made (rocmlab fleet-report exited 2): "
-                f"{said or 'it said nothing on stderr'}"
+                f"The fleet report could not be made (rocmlab fleet-report exited "
+                f"{done.returncode}): {said or 'it said nothing on stderr'}"
             )
             return
         else:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Sequence
 
-from rocmlab import __version__
+from rocmlab import __version__, docs_url
 from rocmlab.commands import allreduce, doctor, fetch_mnist, fleet_report, health, smoke
 from rocmlab.commands.argtypes import Parser
+from rocmlab.common import contract
 from rocmlab.common.errors import ExitCode, RocmlabError
 
 # In the order ``rocmlab --help`` lists them.
@@ -24,8 +26,8 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="rocmlab",
         description="Prove that ROCm (or CUDA) GPUs train correctly, one machine or a lab.",
-        epilog=f"{smoke.EXIT_CODES}\n(of smoke and fetch-mnist; doctor, fleet-report and "
-        "allreduce differ:\neach command's --help lists its own exit codes)",
+        epilog=f"{contract.exit_codes_help()}\n(each command's --help lists its own; "
+        f"{docs_url('cli.md')})",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"rocmlab {__version__}")
@@ -37,12 +39,13 @@ def build_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``rocmlab`` console script."""
+    """Entry point of the ``rocmlab`` console script; the exit code is the table's
+    (rocmlab/data/cli_contract.json): a refused argument or path is one line and exit 2."""
     parser = build_parser()
     try:
         args, extras = parser.parse_known_args(argv)
         if extras:
-            # Reported by the command's own parser, so that its bad-usage exit code applies.
+            # Reported by the command's own parser, with its usage line.
             owner = parser.subcommands.get(args.command, parser) if args.command else parser
             owner.error(f"unrecognized arguments: {' '.join(extras)}")
         if args.command is None:
@@ -56,3 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a fault in rocmlab: never the code of a failed check
+        traceback.print_exc()
+        print(f"rocmlab: error: a fault in rocmlab ({type(exc).__name__}); the traceback above "
+              "says where: please report it", file=sys.stderr)  # fmt: skip
+        return int(ExitCode.FAULT)

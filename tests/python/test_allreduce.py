@@ -104,7 +104,7 @@ def test_size_ranges_and_lists() -> None:
 def test_bad_sizes_exit_4_naming_the_option_and_what_is_accepted(
     spec: str, problem: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["allreduce", "--sizes", spec]) == 4
+    assert main(["allreduce", "--sizes", spec]) == 2
     err = capsys.readouterr().err
     assert f"argument --sizes: {problem}" in err
     assert "expected a range LO:HI" in err and "a comma list" in err
@@ -125,7 +125,7 @@ def test_bad_sizes_exit_4_naming_the_option_and_what_is_accepted(
 def test_bad_options_exit_4(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["allreduce", *args]) == 4
+    assert main(["allreduce", *args]) == 2
     assert message in capsys.readouterr().err
 
 
@@ -415,12 +415,12 @@ def test_one_process_runs_without_torchrun(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this host has a GPU")
-def test_device_cuda_without_a_gpu_exits_2_with_a_report(tmp_path: Path) -> None:
+def test_device_cuda_without_a_gpu_exits_4_with_a_report(tmp_path: Path) -> None:
     result = run_cli("allreduce", "--device", "cuda", "--json", str(tmp_path / "r.json"))
-    assert result.returncode == 2
+    assert result.returncode == 4
     report = json.loads((tmp_path / "r.json").read_text())
     jsonschema.validate(report, ALLREDUCE_SCHEMA)
-    assert report["exit_code"] == 2 and "no GPU available" in report["error"]
+    assert report["exit_code"] == 4 and "no GPU available" in report["error"]
 
 
 def test_sigterm_mid_run_reports_and_exits_143(tmp_path: Path) -> None:

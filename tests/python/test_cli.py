@@ -1,4 +1,4 @@
-"""Command-line behaviour that needs no training: help, bad arguments (exit 4), no torch."""
+"""Command-line behaviour that needs no training: help, bad arguments (exit 2), no torch."""
 
 from __future__ import annotations
 
@@ -114,16 +114,16 @@ def test_version() -> None:
         ),
     ],
 )
-def test_bad_arguments_exit_4_naming_option_value_and_choices(
+def test_bad_arguments_exit_2_naming_option_value_and_choices(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(args) == 4
+    assert main(args) == 2
     assert message in capsys.readouterr().err
 
 
 def test_require_gpu_with_device_cpu_is_contradictory(tmp_path: Path) -> None:
     result = run_cli("smoke", "--data", str(tmp_path), "--device", "cpu", "--require-gpu")
-    assert result.returncode == 4
+    assert result.returncode == 2
     assert "--require-gpu contradicts --device cpu" in result.stderr
 
 

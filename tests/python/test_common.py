@@ -158,9 +158,7 @@ def test_an_output_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
-def test_the_directory_is_created_only_when_the_caller_says(tmp_path: Path) -> None:
+def test_the_directory_is_never_created(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         write_atomic(tmp_path / "missing" / "r.json", "{}")
     assert not (tmp_path / "missing").exists()
-    write_atomic(tmp_path / "made" / "r.json", "{}", make_parents=True)
-    assert (tmp_path / "made" / "r.json").read_text() == "{}"

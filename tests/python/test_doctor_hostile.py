@@ -352,7 +352,7 @@ def test_json_into_a_directory_it_cannot_write_exits_2(machine, tmp_path: Path) 
     assert f"cannot write in the directory {closed} (Permission denied)" in done.stderr.decode()
 
 
-def test_a_write_that_fails_after_the_checks_exits_2_and_keeps_the_old_file(
+def test_a_write_that_fails_after_the_checks_exits_5_and_keeps_the_old_file(
     machine, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
@@ -365,7 +365,7 @@ def test_a_write_that_fails_after_the_checks_exits_2_and_keeps_the_old_file(
         resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
 
     done = doctor(machine(), "--json", str(report), preexec=small_files)
-    assert done.returncode == 2, done.stderr.decode()
+    assert done.returncode == 5, done.stderr.decode()
     assert f"--json {report}: cannot write it (File too large)" in done.stderr.decode()
     assert done.stdout.decode().splitlines()[-1].startswith("verdict: ")  # the lines came first
     assert report.read_text() == '{"old": true}\n'

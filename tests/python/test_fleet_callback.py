@@ -271,11 +271,11 @@ def fake_report(tmp_path: Path, code: int, out: str, err: str) -> Path:
             "cannot write fleet.html: Permission denied",
         ),
         (
-            2,
+            5,
             "ws-01  READY\n",
             "outputs not written: the previous set is intact\n",
             ["ws-01  READY"],
-            "exited 2): outputs not written: the previous set is intact",
+            "exited 5): outputs not written: the previous set is intact",
         ),
         (1, "", "Traceback (most recent call last):\nValueError: x\n", [], "without printing"),
         (137, "", "", [], "exited 137 without printing the table: it said nothing on stderr"),
@@ -323,3 +323,12 @@ def test_a_report_that_cannot_run_is_a_warning_not_a_crash(
     cb.v2_runner_on_ok(result({"rocmlab_fleet_plan": plan(tmp_path, ["a"])}))
     cb.v2_playbook_on_stats(stats=None)
     assert len(shown.warnings) == 1 and "did not run" in shown.warnings[0], shown.warnings
+
+
+def test_the_codes_that_mean_no_report_are_fleet_reports_own() -> None:
+    """What the callback reads as "no report was made" is every code of the CLI's table for
+    rocmlab fleet-report but passed, not ready and interrupted."""
+    from rocmlab.common import contract
+
+    codes = set(contract.exit_codes_of("fleet-report")) - {0, 1, 130, 143}
+    assert set(callback.REPORT_NOT_MADE) == codes

@@ -366,14 +366,14 @@ def test_a_pass_resumes_only_rocmlabs_drain(tmp_path: Path) -> None:
         assert "is not rocmlab's" in out
 
 
-def test_an_scontrol_that_fails_is_exit_3_after_the_verdict(tmp_path: Path) -> None:
+def test_an_scontrol_that_fails_is_exit_6_after_the_verdict(tmp_path: Path) -> None:
     m = machine(tmp_path, "radeon-healthy", ("provisioned",))
     broken = tmp_path / "scontrol"
     broken.write_text("#!/bin/sh\necho 'Unable to contact slurm controller' >&2\nexit 1\n")
     broken.chmod(0o755)
     code, out, doc = health(m, "--account", "alice", "--slurm-gate", "--slurm-node", "node7",
                             "--scontrol", str(broken))  # fmt: skip
-    assert code == 3, out
+    assert code == 6, out
     assert "verdict: PASS" in out and "Unable to contact slurm controller" in out
     assert doc is not None  # the report is written first
 

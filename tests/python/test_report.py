@@ -40,6 +40,7 @@ def test_a_fresh_report_is_valid_and_failed(tmp_path: Path) -> None:
     report = new_report(OPTIONS, world_size=1)
     report["exit_code"] = 3
     path = tmp_path / "out" / "report.json"
+    path.parent.mkdir()  # a report's directory is never created
     write_report(report, path)
     loaded = json.loads(path.read_text())
     jsonschema.validate(loaded, REPORT_SCHEMA)

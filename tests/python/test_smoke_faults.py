@@ -21,12 +21,12 @@ import pytest
 from rocmlab_testutil import REPO, without_torch
 
 from rocmlab.common.errors import UsageError
+from rocmlab.common.outputs import writable_output
 from rocmlab.fleet.fields import RecordError
 from rocmlab.fleet.records import read_doctor
 from rocmlab.smoke.interrupt import Interrupted, Phase, interruptible
 from rocmlab.smoke.report import (
     REPORT_SCHEMA,
-    check_output_path,
     load_doctor_document,
     new_report,
     write_report,
@@ -62,9 +62,9 @@ def files_in(directory: Path) -> list[str]:
 
 
 def refused_before_torch(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``smoke`` in a Python without torch: exit 4 (not torch's exit 1) proves the order."""
+    """``smoke`` in a Python without torch: exit 2 (not torch's exit 1) proves the order."""
     result = without_torch("smoke", "--data", str(data), *args)
-    assert result.returncode == 4, result.stderr
+    assert result.returncode == 2, result.stderr
     return result
 
 
@@ -93,7 +93,7 @@ def test_json_path_in_a_directory_nobody_may_write_is_refused(tmp_path: Path) ->
         result.stderr
     )
     result = refused_before_torch(tmp_path, "--json", "/sys/kernel/rocmlab/r.json")
-    assert "cannot create the directory /sys/kernel/rocmlab" in result.stderr
+    assert "the directory /sys/kernel/rocmlab does not exist (it is not created)" in result.stderr
 
 
 def test_json_path_in_a_read_only_directory_is_refused(tmp_path: Path) -> None:
@@ -108,10 +108,14 @@ def test_json_path_in_a_read_only_directory_is_refused(tmp_path: Path) -> None:
     assert f"cannot write in the directory {locked} (Permission denied)" in result.stderr
 
 
-def test_missing_parent_is_created_and_the_probe_leaves_nothing(tmp_path: Path) -> None:
-    path = tmp_path / "a" / "b" / "r.json"
-    check_output_path(path)
-    assert path.parent.is_dir() and files_in(path.parent) == []
+def test_a_missing_parent_is_refused_not_created_and_the_probe_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
+        writable_output("--json", tmp_path / "a" / "b" / "r.json")
+    assert files_in(tmp_path) == []
+    writable_output("--json", tmp_path / "r.json")
+    assert files_in(tmp_path) == []
 
 
 def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path) -> None:
@@ -125,6 +129,7 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path) -> None:
 
 def test_without_torch_the_report_is_still_written(tmp_path: Path) -> None:
     path = tmp_path / "new" / "r.json"
+    path.parent.mkdir()  # --json never creates it
     doctor = tmp_path / "doctor.json"
     doctor.write_text(json.dumps(DOCTOR))
     result = without_torch(
@@ -238,6 +243,7 @@ def test_a_signal_mid_training_writes_a_failed_report(
 ) -> None:
     name = signal.Signals(signum).name
     report_path = tmp_path / "out" / "r.json"
+    report_path.parent.mkdir()  # --json never creates it
     doctor = tmp_path / "doctor.json"
     doctor.write_text(json.dumps(DOCTOR))
     command = [

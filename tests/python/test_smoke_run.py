@@ -140,14 +140,14 @@ def test_failed_accuracy_gate_exits_1(real_data: dict[str, Path], tmp_path: Path
 
 @needs_no_gpu
 @pytest.mark.parametrize("flags", [["--require-gpu"], ["--device", "cuda"]])
-def test_gpu_required_but_absent_exits_2(
+def test_gpu_required_but_absent_exits_4(
     real_data: dict[str, Path], tmp_path: Path, flags: list[str]
 ) -> None:
     code, _, stderr, report = smoke(real_data["mnist"], tmp_path / "r.json", *flags)
-    assert code == 2
+    assert code == 4
     assert "no GPU" in stderr or "would be on the CPU" in stderr
     assert report is not None
-    assert report["exit_code"] == 2 and report["passed"] is False
+    assert report["exit_code"] == 4 and report["passed"] is False
     assert report["error"] and report["test_accuracy"] is None
 
 

@@ -55,9 +55,6 @@ BACKSTOP_S = 30.0  # the process group's own timeout comes this much after the w
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 SIGNAL_POLL_S = 0.2  # how often the signal thread looks whether the run is leaving
 THREAD_WAIT_S = 5.0  # the most the watchdog and signal threads take to end at the run's end
-# A run that passed but whose --json report could not be written (not 0: the caller would look
-# for a report that is not there; not 1, which says the job failed).
-REPORT_NOT_WRITTEN = 3
 _SOURCE_PREFIX = re.compile(r"^\[[^\]]*\.(?:cc|cpp|h|hpp):\d+\]\s*")
 
 
@@ -328,7 +325,8 @@ class AllreduceJob:
         for line in summary_lines(self.report):
             self.progress.line(for_terminal(line))
         if not self._write_report() and code == ExitCode.PASSED:
-            code = REPORT_NOT_WRITTEN
+            # Not 0 (the caller would look for a report that is not there), not 1 (failed).
+            code = int(ExitCode.NOT_WRITTEN)
         world_sync(device)
         distributed.shutdown(ctx)
         return code

@@ -6,22 +6,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rocmlab import docs_url
 from rocmlab.allreduce.msgsize import parse_size, parse_sizes
 from rocmlab.commands.argtypes import POSITIVE_INT, SEED, number
+from rocmlab.common import contract
 from rocmlab.common.errors import UsageError
-from rocmlab.common.outputs import probe_directory
+from rocmlab.common.outputs import writable_output
 
 NAME = "allreduce"
 DEFAULT_SIZES = "1K:4M"
-EXIT_CODES = """exit codes:
-  0  every check passed
-  1  a check failed (a wrong sum, a slow pair), a rank was lost or a step timed out, or the
-     job's store could not be served or reached (its port held by another process)
-  2  --device cuda but torch sees no GPU
-  3  every check passed but the --json report could not be written (the message says why)
-  4  bad arguments (also a --json FILE that cannot be written: checked before the run)
-  130, 143  stopped by SIGINT / SIGTERM (torchrun sends SIGTERM to a node's other workers
-            when one of them fails)"""
+EXIT_CODES = contract.exit_codes_help(NAME)
 
 
 def _sizes_type(text: str) -> tuple[int, ...]:
@@ -56,7 +50,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "algbw x 2(n-1)/n, latency = time of the smallest size. --pairwise measures every\n"
             "pair of nodes (or a seeded sample) and names the pairs well below the others.\n"
             "Every step must finish within --timeout: a host that dies or stalls ends the job\n"
-            "with exit 1 and a message naming it. See docs/cluster-check.md."
+            "with exit 1 and a message naming it. The report and the cluster check:\n"
+            f"{docs_url('cluster-check.md')}"
         ),
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -152,30 +147,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def check_json_path(path: Path) -> None:
-    """Refuse (exit 4) a --json FILE that cannot be written, before anything runs: a
-    directory, a missing directory (not created: a typo must not leave directories behind on
-    every node), a directory this account cannot create files in (a probe is made and removed).
-    """
-    if path.is_dir():
-        raise UsageError(
-            f"--json {path}: is a directory; give a file name, e.g. {path / 'allreduce.json'}"
-        )
-    parent = path.parent
-    if not parent.is_dir():
-        what = "does not exist" if not parent.exists() else "is not a directory"
-        raise UsageError(
-            f"--json {path}: the directory {parent} {what} (it is not created); create it "
-            "first or give a path in an existing directory"
-        )
-    try:
-        probe_directory(parent, path.name)
-    except OSError as exc:
-        raise UsageError(
-            f"--json {path}: cannot write in the directory {parent} ({exc.strerror})"
-        ) from exc
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``rocmlab allreduce``."""
     if args.backend == "gloo" and args.device == "cuda":
@@ -185,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     if args.backend == "nccl" and args.device == "cpu":
         raise UsageError("--backend nccl needs GPUs: use --backend gloo with --device cpu")
     if args.json_path is not None:
-        check_json_path(args.json_path)
+        writable_output("--json", args.json_path)
     from rocmlab.torchjob.torch_import import import_torch
 
     import_torch()

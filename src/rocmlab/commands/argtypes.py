@@ -1,5 +1,5 @@
 """argparse types shared by the commands: numbers checked for range, with a message that names
-what would be accepted."""
+what would be accepted; the parser whose errors are the table's exit 2."""
 
 from __future__ import annotations
 
@@ -9,20 +9,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from rocmlab.common.errors import ExitCode, RocmlabError, UsageError
-from rocmlab.common.outputs import probe_directory
+from rocmlab.common.errors import UsageError
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse whose bad-argument exit code is the command's own (4 unless it says otherwise)."""
+    """argparse whose errors are UsageError (exit 2, printed once by the CLI with the usage)."""
 
-    def __init__(self, *args: Any, usage_exit: int = ExitCode.BAD_ARGUMENTS, **kwargs: Any):
+    def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.usage_exit = usage_exit
         self.subcommands: dict[str, Parser] = {}
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message}\n{self.format_usage().rstrip()}", self.usage_exit)
+        raise UsageError(f"{message}\n{self.format_usage().rstrip()}")
 
 
 def number(
@@ -70,36 +68,8 @@ def comma_list(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
     return parse
 
 
-class OutputError(RocmlabError):
-    """An output file (doctor's or health's --json, health's --textfile) could not be written:
-    exit 2, as bad usage, never the code that means "a check failed"."""
-
-    exit_code = 2
-
-
-def existing_directory(option: str, path: Path, usage_exit: int) -> Path:
+def existing_directory(option: str, path: Path) -> Path:
     """``path`` when it is a directory, else a usage error naming ``option``."""
     if not path.is_dir():
-        raise UsageError(f"{option} {path}: not a directory", usage_exit)
+        raise UsageError(f"{option} {path}: not a directory (expected an existing directory)")
     return path
-
-
-def writable_output(option: str, path: Path, usage_exit: int) -> None:
-    """Refuse, before any work, an output FILE that cannot be written: a directory, a missing
-    or non-directory parent (never created), a directory this account cannot create files in
-    (a probe file is created and removed)."""
-    if path.is_dir():
-        raise UsageError(
-            f"{option} {path}: is a directory; give a file name, e.g. {path / 'report.json'}",
-            usage_exit,
-        )
-    parent = path.parent
-    if not parent.is_dir():
-        raise UsageError(f"{option} {path}: {parent} is not a directory", usage_exit)
-    try:
-        probe_directory(parent, path.name)
-    except OSError as exc:
-        raise UsageError(
-            f"{option} {path}: cannot write in the directory {parent} ({exc.strerror})",
-            usage_exit,
-        ) from exc

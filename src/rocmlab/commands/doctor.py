@@ -8,23 +8,20 @@ import sys
 import time
 from pathlib import Path
 
-from rocmlab import __version__
-from rocmlab.commands.argtypes import OutputError, existing_directory, number, writable_output
-from rocmlab.common.errors import UsageError
+from rocmlab import __version__, docs_url
+from rocmlab.commands.argtypes import existing_directory, number
+from rocmlab.common import contract
+from rocmlab.common.errors import OutputError, UsageError
+from rocmlab.common.outputs import writable_output
 
 NAME = "doctor"
-USAGE_EXIT = 2
-EXIT_CODES = """exit codes:
-  0  no check failed (warnings allowed)
-  1  a check failed
-  2  bad arguments, or the --json file cannot be written (the lines are printed first)"""
+EXIT_CODES = contract.exit_codes_help(NAME)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``rocmlab doctor``."""
     doctor = sub.add_parser(
         NAME,
-        usage_exit=USAGE_EXIT,
         help="diagnose this machine's ROCm setup: one line per check with the fix",
         description=(
             "Check the amdgpu driver, /dev/kfd and the render nodes, the account's groups,\n"
@@ -32,7 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "ROCm release against PyTorch's, OpenCL, the kernel log, Secure Boot and DKMS,\n"
             "the kernel against AMD's list, PCIe links and /dev/shm. Prints one line per\n"
             "check: PASS/WARN/FAIL/SKIP/ERROR, what it saw, and the fix. Standard library\n"
-            "only; PyTorch is checked when it is importable. docs/doctor.md lists the checks."
+            "only; PyTorch is checked when it is importable. The checks, with the symptom each\n"
+            f"explains and the fix: {docs_url('doctor.md')}"
         ),
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -95,13 +93,13 @@ def run(args: argparse.Namespace) -> int:
         ("--dev-root", args.dev_root),
         ("--root", args.root),
     ):
-        existing_directory(option, path, USAGE_EXIT)
+        existing_directory(option, path)
     if args.commands_from is not None:
-        existing_directory("--commands-from", args.commands_from, USAGE_EXIT)
+        existing_directory("--commands-from", args.commands_from)
     if args.kernel_log is not None and not args.kernel_log.is_file():
-        raise UsageError(f"--kernel-log {args.kernel_log}: not a readable file", USAGE_EXIT)
+        raise UsageError(f"--kernel-log {args.kernel_log}: not a readable file")
     if args.json_path not in (None, "-"):
-        writable_output("--json", Path(args.json_path), USAGE_EXIT)
+        writable_output("--json", Path(args.json_path))
     runner = recorded_runner(args.commands_from) if args.commands_from else run_command
     ctx = Context(
         sysfs_root=args.sysfs_root,

@@ -8,6 +8,7 @@ from pathlib import Path
 from rocmlab.commands.argtypes import ATTEMPTS, SECONDS, number
 from rocmlab.common import contract
 from rocmlab.common.errors import ExitCode
+from rocmlab.common.outputs import staging_directory
 from rocmlab.datasets.catalog import DATASETS
 
 NAME = "fetch-mnist"
@@ -24,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "and are retried a bounded number of times with exponential back-off. Files already\n"
             "in DEST that verify are kept. Needs no PyTorch."
         ),
-        epilog=contract.exit_codes_help(),
+        epilog=contract.exit_codes_help(NAME),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     fetch.add_argument(
@@ -40,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         required=True,
         metavar="DIR",
-        help="directory to stage the files in (created if missing)",
+        help="directory to stage the files in (created, with its parents, if missing)",
     )
     fetch.add_argument(
         "--dataset",
@@ -76,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``rocmlab fetch-mnist``."""
     from rocmlab.datasets.fetch import FetchOptions, fetch_dataset
 
+    staging_directory("--dest", args.dest)
     options = FetchOptions(
         attempts=args.attempts, timeout=args.timeout, retry_delay=args.retry_delay
     )

@@ -9,19 +9,20 @@ import sys
 import traceback
 from pathlib import Path
 
+from rocmlab import docs_url
 from rocmlab.commands.argtypes import SLOW_FRACTION
-from rocmlab.common.errors import UsageError
+from rocmlab.common import contract
+from rocmlab.common.errors import ExitCode, OutputError, RocmlabError, UsageError
 
 NAME = "fleet-report"
-USAGE_EXIT = 2
 OUTPUTS = ("fleet.json", "fleet.html", "fleet.junit.xml")
-EXIT_CODES = """exit codes:
-  0  every declared host is ready
-  1  a declared host is not ready (the table says which and why; a host whose records cannot
-     be used is UNREADABLE, with the reason)
-  2  the report could not be made: bad arguments, an inventory that cannot be read (or declares
-     too many hosts), REPORTS_DIR missing or unreadable, or the outputs could not be written
-     (the previous fleet.json, fleet.html and fleet.junit.xml are then left as they were)"""
+EXIT_CODES = contract.exit_codes_help(NAME)
+
+
+class Fault(RocmlabError):
+    """A fault in rocmlab while making the report (its traceback is printed): exit 70."""
+
+    exit_code = ExitCode.FAULT
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -36,11 +37,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "and fleet.junit.xml, and print one line per host. A declared host without a\n"
             "readable report, or whose health verdict is FAIL, fails with the reason; versions\n"
             "that differ from the fleet's majority (drift) and hosts slower than their GPU\n"
-            "model's median (slow) are flagged, not failed. See docs/fleet-report.md."
+            "model's median (slow) are flagged, not failed. The report, field by field:\n"
+            f"{docs_url('fleet-report.md')}"
         ),
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage_exit=USAGE_EXIT,
     )
     report.add_argument(
         "reports_dir",
@@ -100,8 +101,8 @@ def max_age(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``rocmlab fleet-report``: any failure to make the report is exit 2, never 1 (not
-    ready) and never a partial set of outputs."""
+    """Run ``rocmlab fleet-report``: a failure to make the report is never 1 (not ready) and
+    never a partial set of outputs: 2 (input refused), 5 (outputs not written), 70 (a fault)."""
     import gc
 
     from rocmlab.common.textsafe import for_terminal
@@ -113,14 +114,14 @@ def run(args: argparse.Namespace) -> int:
     gc.set_threshold(max(thresholds[0], 10_000), *thresholds[1:])
     try:
         return _run(args)
-    except UsageError as exc:
-        raise UsageError(for_terminal(str(exc)), exc.exit_code) from None
+    except RocmlabError as exc:  # its code kept, its text made safe for a terminal
+        exc.args = (for_terminal(str(exc)),)
+        raise
     except Exception as exc:  # a fault in rocmlab: still not "a host is not ready"
         for line in traceback.format_exc().splitlines():
             print(for_terminal(line), file=sys.stderr)
-        raise UsageError(
-            for_terminal(f"the report could not be made: {type(exc).__name__}: {exc} (a fault)"),
-            USAGE_EXIT,
+        raise Fault(
+            for_terminal(f"the report could not be made: {type(exc).__name__}: {exc} (a fault)")
         ) from None
     finally:
         gc.set_threshold(*thresholds)
@@ -133,7 +134,8 @@ def _run(args: argparse.Namespace) -> int:
     from rocmlab.fleet.inventory import InventoryError, parse_host_list, read_inventory
     from rocmlab.fleet.jsonout import file_pieces
     from rocmlab.fleet.junit import junit_chunks
-    from rocmlab.fleet.outputs import OutputError, write_all
+    from rocmlab.fleet.outputs import OutputError as WriteError
+    from rocmlab.fleet.outputs import check_destinations, write_all
     from rocmlab.fleet.rules import build_fleet
     from rocmlab.fleet.table import table_lines
     from rocmlab.fleet.text import decodable
@@ -142,26 +144,30 @@ def _run(args: argparse.Namespace) -> int:
     if not reports_dir.is_dir():
         raise UsageError(
             f"REPORTS_DIR {decodable(str(reports_dir))!r}: no such directory "
-            "(expected the directory the rollout fetched the reports into)",
-            USAGE_EXIT,
+            "(expected the directory the rollout fetched the reports into)"
         )
+    try:
+        check_destinations(reports_dir, OUTPUTS)
+    except WriteError as exc:
+        raise UsageError(
+            f"REPORTS_DIR {decodable(str(reports_dir))!r}: {exc}; nothing was written"
+        ) from None
     try:
         if args.hosts is not None:
             declared = parse_host_list(args.hosts)
         else:
             declared = read_inventory(args.inventory, shutil.which("ansible-inventory"))
     except InventoryError as exc:
-        raise UsageError(str(exc), USAGE_EXIT) from None
+        raise UsageError(str(exc)) from None
     if "fleet" in declared.hosts:
         raise UsageError(
             f"{declared.source}: host 'fleet' cannot be reported: its report would be "
-            f"{reports_dir / 'fleet.json'}, which is the fleet report's own output",
-            USAGE_EXIT,
+            f"{reports_dir / 'fleet.json'}, which is the fleet report's own output"
         )
     try:
         fleet = build_fleet(reports_dir, declared, args.slow_fraction, args.health_max_age)
     except ReportsDirError as exc:
-        raise UsageError(f"{exc}; no output was written", USAGE_EXIT) from None
+        raise UsageError(f"{exc}; no output was written") from None
     # fleet.json and the JUnit XML are made as they are written (rocmlab.fleet.outputs).
     rendered = {
         "fleet.json": file_pieces(fleet),
@@ -171,11 +177,11 @@ def _run(args: argparse.Namespace) -> int:
     lines = table_lines(fleet)
     try:
         write_all(reports_dir, rendered)
-    except OutputError as exc:
+    except WriteError as exc:
         for line in lines:
             print(line)
-        raise UsageError(
-            f"cannot write the fleet report into {decodable(str(reports_dir))}: {exc}", USAGE_EXIT
+        raise OutputError(
+            f"cannot write the fleet report into {decodable(str(reports_dir))}: {exc}"
         ) from None
     for line in lines:
         print(line)

@@ -10,27 +10,15 @@ import socket
 import sys
 from pathlib import Path
 
-from rocmlab import __version__
+from rocmlab import __version__, docs_url
 from rocmlab.commands import smoke as smoke_command
-from rocmlab.commands.argtypes import (
-    OutputError,
-    Parser,
-    existing_directory,
-    number,
-    writable_output,
-)
-from rocmlab.common.errors import RocmlabError, UsageError
+from rocmlab.commands.argtypes import Parser, existing_directory, number
+from rocmlab.common import contract
+from rocmlab.common.errors import ExitCode, OutputError, RocmlabError, UsageError
+from rocmlab.common.outputs import writable_output
 
 NAME = "health"
-USAGE_EXIT = 2
-EXIT_CODES = """exit codes:
-  0  no check failed (warnings allowed; a check cut at its budget or crashed is an error,
-     which warns)
-  1  a check failed
-  2  bad arguments, or the --json or --textfile file cannot be written (the lines are printed
-     first)
-  3  --slurm-gate: the node's state could not be read or changed (the lines are printed first)
-  130, 143  interrupted by SIGINT, SIGTERM (the checks still running are killed first)"""
+EXIT_CODES = contract.exit_codes_help(NAME)
 _SIZE = re.compile(r"^(\d+)\s*([KMGT]?)(?:i?B)?$", re.IGNORECASE)
 _ACCOUNT = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,31}\$?$")
 
@@ -67,7 +55,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     parser = sub.add_parser(
         NAME,
-        usage_exit=USAGE_EXIT,
         help="check a running node in tiers a scheduler can afford: one line per check with "
         "the fix",
         description=(
@@ -78,7 +65,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             f"Tier 1 ({tier_budget(1):g} s): tier 0 and a matrix multiply with an exact sum on\n"
             f"each GPU. Tier 2 ({tier_budget(2):g} s): tier 1, the smoke job and the all-reduce\n"
             "across the node's GPUs. Every check runs in its own process, cut at its budget.\n"
-            "Prints PASS/WARN/FAIL/SKIP/ERROR per check with the fix; docs/health.md lists them."
+            "Prints PASS/WARN/FAIL/SKIP/ERROR per check with the fix; the checks:\n"
+            f"{docs_url('health.md')}"
         ),
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -235,8 +223,7 @@ def _check_smoke_args(args: argparse.Namespace) -> None:
         if arg.split("=", 1)[0] in RESERVED_SMOKE_ARGS:
             raise UsageError(
                 f"--smoke-arg {arg}: set by rocmlab health itself (use --smoke-data, "
-                "--smoke-dataset; the report is read back from a private directory)",
-                USAGE_EXIT,
+                "--smoke-dataset; the report is read back from a private directory)"
             )
     # rocmlab smoke's own parser: what it would refuse is refused here.
     sub = Parser(prog="rocmlab").add_subparsers(dest="command")
@@ -247,8 +234,7 @@ def _check_smoke_args(args: argparse.Namespace) -> None:
         smoke.parse_args(argv)
     except UsageError as exc:
         first = str(exc).splitlines()[0]
-        raise UsageError(f"--smoke-arg/--smoke-dataset: rocmlab smoke says: {first}",
-                         USAGE_EXIT) from None  # fmt: skip
+        raise UsageError(f"--smoke-arg/--smoke-dataset: rocmlab smoke says: {first}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -266,23 +252,22 @@ def run(args: argparse.Namespace) -> int:
         ("--dev-root", args.dev_root),
         ("--root", args.root),
     ):
-        existing_directory(option, path, USAGE_EXIT)
+        existing_directory(option, path)
     if args.commands_from is not None:
-        existing_directory("--commands-from", args.commands_from, USAGE_EXIT)
+        existing_directory("--commands-from", args.commands_from)
     if args.kernel_log is not None and not args.kernel_log.is_file():
-        raise UsageError(f"--kernel-log {args.kernel_log}: not a readable file", USAGE_EXIT)
+        raise UsageError(f"--kernel-log {args.kernel_log}: not a readable file")
     if args.state_dir.exists() and not args.state_dir.is_dir():
-        raise UsageError(f"--state-dir {args.state_dir}: not a directory", USAGE_EXIT)
+        raise UsageError(f"--state-dir {args.state_dir}: not a directory")
     if args.json_path not in (None, "-"):
-        writable_output("--json", Path(args.json_path), USAGE_EXIT)
+        writable_output("--json", Path(args.json_path))
     if args.textfile is not None:
         if args.textfile.suffix != ".prom":
             raise UsageError(
                 f"--textfile {args.textfile}: node_exporter's textfile collector reads only "
-                "files ending in .prom",
-                USAGE_EXIT,
+                "files ending in .prom"
             )
-        writable_output("--textfile", args.textfile, USAGE_EXIT)
+        writable_output("--textfile", args.textfile)
     if args.tier >= 2:
         _check_smoke_args(args)
     slurm_node = _slurm_node(args) if args.slurm_gate else None
@@ -341,13 +326,10 @@ def run(args: argparse.Namespace) -> int:
     return int(doc["exit_code"])
 
 
-SLURM_GATE_EXIT = 3
-
-
 class SlurmGateFailed(RocmlabError):
-    """--slurm-gate could not read or change the node's state: exit 3."""
+    """--slurm-gate could not read or change the node's state: exit 6."""
 
-    exit_code = SLURM_GATE_EXIT
+    exit_code = ExitCode.SLURM_GATE_FAILED
 
 
 def _slurm_node(args: argparse.Namespace) -> str:
@@ -365,12 +347,12 @@ def _slurm_node(args: argparse.Namespace) -> str:
     try:
         return node_name(name)
     except SlurmGateError as exc:
-        raise UsageError(f"{source}: {exc}", USAGE_EXIT) from None
+        raise UsageError(f"{source}: {exc}") from None
 
 
 def _slurm_gate(doc: dict, node: str, args: argparse.Namespace, runner, out) -> None:
     """Drain or resume ``node`` as the verdict says (rocmlab.health.slurm), with root's record
-    of rocmlab's drains in the state directory; exit 3 when its state could not be read or
+    of rocmlab's drains in the state directory; exit 6 when its state could not be read or
     changed."""
     from rocmlab.common.textsafe import for_terminal
     from rocmlab.health.drains import this_boot

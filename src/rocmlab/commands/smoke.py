@@ -6,15 +6,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rocmlab import docs_url
 from rocmlab.commands.argtypes import FRACTION, LR, MOMENTUM, POSITIVE_INT, SEED, comma_list
 from rocmlab.common import contract
 from rocmlab.common.errors import UsageError
+from rocmlab.common.outputs import writable_output
 from rocmlab.smoke.amp import AMP_CHOICES
 from rocmlab.smoke.gates import DEFAULT_EPOCHS, DEFAULT_RECIPE
-from rocmlab.smoke.report import check_output_path, load_doctor_document, trace_path_for
+from rocmlab.smoke.report import load_doctor_document, trace_path_for
 
 NAME = "smoke"
-EXIT_CODES = contract.exit_codes_help()  # also fetch-mnist's
+EXIT_CODES = contract.exit_codes_help(NAME)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "matmul TFLOP/s. --model cnn trains a small CNN instead; --techniques also checks\n"
             "gradient accumulation, activation checkpointing, mixed precision and a profile.\n"
             "Under `torchrun --nproc-per-node N`: DistributedDataParallel.\n"
-            "The tutorial's exact recipe: --optimizer sgd --lr 0.01 --momentum 0 --batch-size 64"
+            "The tutorial's exact recipe: --optimizer sgd --lr 0.01 --momentum 0 --batch-size 64\n"
+            f"The job, its gates and its report: {docs_url('smoke-job.md')}"
         ),
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -59,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     smoke.add_argument(
         "--require-gpu",
         action="store_true",
-        help="fail with exit code 2 when the run would be on the CPU",
+        help="fail with exit code 4 when the run would be on the CPU",
     )
     smoke.add_argument(
         "--model",
@@ -123,7 +126,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=FRACTION,
         default=None,
         metavar="F",
-        help="test accuracy gate (default: per dataset, epochs and recipe; see docs/smoke-job.md)",
+        help="test accuracy gate (default: per dataset, epochs and recipe; the gates are "
+        "listed at the address below)",
     )
     smoke.add_argument(
         "--seed",
@@ -138,7 +142,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="PATH",
         dest="json_path",
-        help="also write the report as JSON to PATH (rank 0 only); checked before the run",
+        help="also write the report as JSON to PATH (rank 0 only); its directory must exist and "
+        "be writable (checked before the run; never created)",
     )
     smoke.add_argument(
         "--doctor-json",
@@ -161,9 +166,9 @@ def run(args: argparse.Namespace) -> int:
             "--techniques profile writes its Chrome trace beside the report: give --json PATH"
         )
     if args.json_path is not None:
-        check_output_path(args.json_path, "--json")
+        writable_output("--json", args.json_path)
         if "profile" in args.techniques:
-            check_output_path(trace_path_for(args.json_path), "--json (its profile trace)")
+            writable_output("--json (its profile trace)", trace_path_for(args.json_path))
     doctor = load_doctor_document(args.doctor_json) if args.doctor_json is not None else None
     from rocmlab.smoke.job import run_smoke
     from rocmlab.smoke.options import SmokeOptions

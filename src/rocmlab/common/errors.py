@@ -6,13 +6,17 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Process exit codes of ``rocmlab`` (documented in docs/smoke-job.md)."""
+    """Process exit codes of ``rocmlab``: the table in rocmlab/data/cli_contract.json
+    (``exit_codes``), which each command's ``--help`` and docs/cli.md show."""
 
     PASSED = 0
     CHECK_FAILED = 1
-    GPU_ABSENT = 2
+    BAD_ARGUMENTS = 2
     DATA_PROBLEM = 3
-    BAD_ARGUMENTS = 4
+    GPU_ABSENT = 4
+    NOT_WRITTEN = 5
+    SLURM_GATE_FAILED = 6
+    FAULT = 70
 
 
 class RocmlabError(Exception):
@@ -22,14 +26,10 @@ class RocmlabError(Exception):
 
 
 class UsageError(RocmlabError):
-    """Bad command-line arguments (exit 4 for smoke and fetch-mnist; a command may use another)."""
+    """Usage or input refused before anything ran: bad arguments, a path that cannot be used,
+    an input file that cannot be read (exit 2)."""
 
-    exit_code: int = ExitCode.BAD_ARGUMENTS
-
-    def __init__(self, message: str, exit_code: int | None = None) -> None:
-        super().__init__(message)
-        if exit_code is not None:
-            self.exit_code = exit_code
+    exit_code = ExitCode.BAD_ARGUMENTS
 
 
 class DataError(RocmlabError):
@@ -39,9 +39,16 @@ class DataError(RocmlabError):
 
 
 class GpuAbsentError(RocmlabError):
-    """A GPU was required but the run would be on the CPU (exit 2)."""
+    """A GPU was required but the run would be on the CPU (exit 4)."""
 
     exit_code = ExitCode.GPU_ABSENT
+
+
+class OutputError(RocmlabError):
+    """The run ended but an output file could not be written (exit 5): its path was checked
+    before the run, something changed since."""
+
+    exit_code = ExitCode.NOT_WRITTEN
 
 
 class TorchMissingError(RocmlabError):

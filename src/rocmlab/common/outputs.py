@@ -5,6 +5,8 @@ Each output is written to a temporary file that ``tempfile.mkstemp`` creates exc
 several nodes writing one path on a shared file system never share a temporary file), then renamed
 over it: a reader never sees half a file, and a write that fails leaves no temporary file behind.
 fleet-report's three outputs, replaced all together or none, are rocmlab.fleet.outputs.
+An output's directory is never created: :func:`writable_output` refuses, before any work, a path
+that could not be written (exit 2).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from rocmlab.common.errors import UsageError
 
 
 def umask() -> int:
@@ -37,13 +41,10 @@ def finite(value: Any) -> Any:
 
 
 @contextmanager
-def atomic_file(path: Path, mode: int | None = None, make_parents: bool = False) -> Iterator[Path]:
-    """A temporary path in ``path``'s directory to write; renamed over ``path`` when the block
-    succeeds, removed when anything fails. ``mode``: the file's mode (default what ``open()``
-    would give under the umask, not mkstemp's 0600). ``make_parents``: create the directory
-    when it is missing (else it must exist)."""
-    if make_parents:
-        path.parent.mkdir(parents=True, exist_ok=True)
+def atomic_file(path: Path, mode: int | None = None) -> Iterator[Path]:
+    """A temporary path in ``path``'s directory (which must exist: it is never created) to write;
+    renamed over ``path`` when the block succeeds, removed when anything fails. ``mode``: the
+    file's mode (default what ``open()`` would give under the umask, not mkstemp's 0600)."""
     handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(handle)
     tmp = Path(name)
@@ -56,11 +57,9 @@ def atomic_file(path: Path, mode: int | None = None, make_parents: bool = False)
         raise
 
 
-def write_atomic(
-    path: Path, text: str, mode: int | None = None, make_parents: bool = False
-) -> None:
+def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
     """Write ``text`` (UTF-8) to ``path`` through :func:`atomic_file`."""
-    with atomic_file(path, mode, make_parents) as tmp:
+    with atomic_file(path, mode) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
 
@@ -71,3 +70,51 @@ def probe_directory(directory: Path, name: str) -> None:
     handle, probe = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".probe")
     os.close(handle)
     os.unlink(probe)
+
+
+def writable_output(option: str, path: Path) -> None:
+    """Refuse (UsageError, exit 2), before any work, an output FILE that cannot be written: a
+    directory, a missing or non-directory parent (never created: a typo must not leave
+    directories behind), a directory this account cannot create files in (a probe file is
+    created and removed there)."""
+    if path.is_dir():
+        raise UsageError(
+            f"{option} {path}: is a directory; give a file name, e.g. {path / 'report.json'}"
+        )
+    parent = path.parent
+    nearest = next(p for p in (parent, *parent.parents) if p.exists() or p == p.parent)
+    if not nearest.is_dir():
+        raise UsageError(f"{option} {path}: {nearest} is not a directory")
+    if nearest != parent:
+        raise UsageError(
+            f"{option} {path}: the directory {parent} does not exist (it is not created); give "
+            "a file in an existing directory"
+        )
+    try:
+        probe_directory(parent, path.name)
+    except OSError as exc:
+        raise UsageError(
+            f"{option} {path}: cannot write in the directory {parent} ({exc.strerror or exc})"
+        ) from None
+
+
+def staging_directory(option: str, path: Path) -> None:
+    """Refuse (UsageError, exit 2), before any work, a directory to fill that could not be: a
+    path that is something else, a missing one whose nearest existing ancestor is not a
+    directory or cannot be written in (the directory itself is created later, when missing)."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(
+            f"{option} {path}: not a directory (expected a directory, created when missing)"
+        )
+    nearest = next(p for p in (path, *path.parents) if p.exists() or p == p.parent)
+    if not nearest.is_dir():
+        raise UsageError(
+            f"{option} {path}: {nearest} is not a directory (expected a directory, created when "
+            "missing)"
+        )
+    try:
+        probe_directory(nearest, path.name or "staging")
+    except OSError as exc:
+        raise UsageError(
+            f"{option} {path}: cannot write in the directory {nearest} ({exc.strerror or exc})"
+        ) from None

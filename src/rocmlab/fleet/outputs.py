@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from rocmlab.common.outputs import umask
+from rocmlab.common.outputs import probe_directory, umask
 
 # An output's content: its bytes, or pieces of them made as they are written.
 Output = bytes | Iterable[bytes]
@@ -40,6 +40,22 @@ def _check_destination(directory: Path, name: str) -> None:
         return
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, "a directory, which the report cannot replace")
+
+
+def check_destinations(directory: Path, names: Iterable[str]) -> None:
+    """Refuse (OutputError), before the report is made, outputs that could not be written: a
+    destination a rename cannot replace, a directory this account cannot create files in (a probe
+    file is created and removed)."""
+    names = list(names)
+    for name in names:
+        try:
+            _check_destination(directory, name)
+        except OSError as exc:
+            raise OutputError(f"{name}: {exc.strerror or exc}") from None
+    try:
+        probe_directory(directory, names[0])
+    except OSError as exc:
+        raise OutputError(f"cannot create files in it ({exc.strerror or exc})") from None
 
 
 def _write_temporary(directory: Path, name: str, data: Output, mode: int) -> Path:

@@ -45,7 +45,7 @@ def choose_amp_dtype(
 
     ``auto``: off on the CPU; on a GPU bf16 where the architecture has it (and torch agrees),
     otherwise fp16 — never bf16 on gfx10xx. An explicit ``bf16`` on an architecture without
-    bf16 is refused with a UsageError (exit 4).
+    bf16 is refused with a UsageError (exit 2).
     """
     if requested not in AMP_CHOICES:
         raise UsageError(f"--amp {requested!r}: expected one of {', '.join(AMP_CHOICES)}")

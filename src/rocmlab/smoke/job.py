@@ -10,7 +10,7 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
-from rocmlab.common.errors import ExitCode, RocmlabError, UsageError
+from rocmlab.common.errors import ExitCode, OutputError, RocmlabError
 from rocmlab.smoke.interrupt import Interrupted, Phase, interruptible
 from rocmlab.smoke.options import SmokeOptions
 from rocmlab.smoke.report import new_report, summary_lines, write_report
@@ -20,7 +20,8 @@ from rocmlab.torchjob.progress import Progress
 
 def run_smoke(options: SmokeOptions) -> int:
     """Run the job; return the exit code. A RocmlabError (exit 2-4, or 130/143 when interrupted)
-    propagates after the report is written, for the CLI to print."""
+    propagates after the report is written, for the CLI to print (once: the summary then leaves
+    it out)."""
     ctx = context_from_env()
     report = new_report(options.report_fields(), ctx.world_size)
     progress = Progress(enabled=ctx.is_main)
@@ -42,11 +43,11 @@ def run_smoke(options: SmokeOptions) -> int:
             else:
                 report["exit_code"] = code
             phase.enter("writing the report")
-            _finish(options, ctx, report, progress)
+            _finish(options, ctx, report, progress, said_later=failure is not None)
         except Interrupted as exc:
             failure = exc
             report.update(passed=False, error=str(exc), exit_code=exc.exit_code)
-            _finish(options, ctx, report, progress)
+            _finish(options, ctx, report, progress, said_later=True)
             if ctx.is_main and options.json_path is not None:
                 exc.note = f"report (passed: false) written to {options.json_path}"
     if failure is not None:
@@ -93,18 +94,23 @@ def crash_message(exc: BaseException) -> str:
 
 
 def _finish(
-    options: SmokeOptions, ctx: DistContext, report: dict[str, Any], progress: Progress
+    options: SmokeOptions,
+    ctx: DistContext,
+    report: dict[str, Any],
+    progress: Progress,
+    said_later: bool = False,
 ) -> None:
-    """Print the summary and write the report (rank 0 only)."""
+    """Print the summary and write the report (rank 0 only). ``said_later``: the error propagates
+    to the CLI, which prints it (on stderr): the summary leaves it out."""
     if not ctx.is_main:
         return
-    for line in summary_lines(report):
+    for line in summary_lines(report, with_error=not said_later):
         progress.line(line)
     if options.json_path is None:
         return
     try:
         write_report(report, options.json_path)
     except OSError as exc:  # the path was checked before the run; something changed since
-        raise UsageError(
+        raise OutputError(
             f"--json {options.json_path}: cannot write the report ({exc.strerror or exc})"
         ) from exc

@@ -15,12 +15,12 @@ from typing import Any
 from rocmlab import __version__
 from rocmlab.common import contract
 from rocmlab.common.errors import UsageError
-from rocmlab.common.outputs import finite, probe_directory, write_atomic
+from rocmlab.common.outputs import finite, write_atomic
 
 SCHEMA_VERSION = 2
 # The choices of --model and --techniques (smoke.model and smoke.techniques implement them) and
-# the exit codes: 0-4 (common.errors.ExitCode), and 128 + the signal's number for SIGINT (130)
-# and SIGTERM (143); all from the CLI's contract (rocmlab/data/cli_contract.json).
+# smoke's exit codes (common.errors.ExitCode, and 128 + the signal's number for SIGINT (130) and
+# SIGTERM (143)); all from the CLI's contract (rocmlab/data/cli_contract.json).
 MODEL_CHOICES = contract.MODELS
 TECHNIQUES = contract.TECHNIQUES
 EXIT_CODES = list(contract.EXIT_CODES)
@@ -176,38 +176,9 @@ def trace_path_for(report_path: Path) -> Path:
     return report_path.with_name(f"{report_path.stem}.trace.json")
 
 
-def check_output_path(path: Path, option: str = "--json") -> None:
-    """Refuse (UsageError, exit 4) an output file that could not be written, before any work.
-
-    The parent directory is created when missing, and a probe file is created and removed in it,
-    so that permissions, read-only file systems and full directories are found now, not after
-    training.
-    """
-    if path.is_dir():
-        raise UsageError(
-            f"{option} {path}: is a directory; give a file name, e.g. {path / 'smoke.json'}"
-        )
-    parent = path.parent
-    existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        raise UsageError(f"{option} {path}: {existing} is not a directory")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(
-            f"{option} {path}: cannot create the directory {parent} ({exc.strerror})"
-        ) from exc
-    try:
-        probe_directory(parent, path.name)
-    except OSError as exc:
-        raise UsageError(
-            f"{option} {path}: cannot write in the directory {parent} ({exc.strerror})"
-        ) from exc
-
-
 def write_report(report: dict[str, Any], path: Path) -> None:
     """Write the report as strict JSON, atomically."""
-    write_atomic(path, json.dumps(finite(report), indent=2) + "\n", make_parents=True)
+    write_atomic(path, json.dumps(finite(report), indent=2) + "\n")
 
 
 # How deep a doctor document may nest (it nests three levels: the document, a check, its
@@ -264,7 +235,7 @@ def _doctor_problem(document: dict[str, Any]) -> str | None:
 
 
 def load_doctor_document(path: Path) -> dict[str, Any]:
-    """The ``rocmlab doctor --json`` document in ``path``; UsageError (exit 4) naming the file and
+    """The ``rocmlab doctor --json`` document in ``path``; UsageError (exit 2) naming the file and
     what is wrong if it is not one (not JSON, nested too deep, a key of the wrong type)."""
     option = f"--doctor-json {path}"
     try:
@@ -292,11 +263,12 @@ def load_doctor_document(path: Path) -> dict[str, Any]:
     return document
 
 
-def summary_lines(report: dict[str, Any]) -> list[str]:
-    """Human-readable summary of a finished (or failed) run."""
+def summary_lines(report: dict[str, Any], with_error: bool = True) -> list[str]:
+    """Human-readable summary of a finished (or failed) run; ``with_error``: with its error (left
+    out where another line says it)."""
     verdict = "PASSED" if report["passed"] else "FAILED"
     lines = [f"rocmlab smoke: {verdict}"]
-    if report.get("error"):
+    if with_error and report.get("error"):
         lines.append(f"  error     {report['error']}")
     if report.get("test_accuracy") is not None:
         lines.append(

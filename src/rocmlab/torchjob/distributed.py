@@ -102,7 +102,7 @@ def agent_serves_store(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def store_endpoint(environ: Mapping[str, str] | None = None) -> tuple[str, int]:
-    """MASTER_ADDR and MASTER_PORT, checked (UsageError, exit 4, naming them)."""
+    """MASTER_ADDR and MASTER_PORT, checked (UsageError, exit 2, naming them)."""
     env = os.environ if environ is None else environ
     address, port = env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", "")
     if not address or not port:
