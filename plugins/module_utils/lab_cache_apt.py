@@ -28,6 +28,10 @@ PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?(=[A-Za-z0-9.+~:-]+)?")
 # What the venv module takes on Debian and Ubuntu (role framework_venv).
 VENV_PACKAGE = "python3-venv"
 
+# The paths under which the lab cache's apt-cacher-ng serves AMD's repositories (role lab_cache's
+# Remap- directives; role rocmlab's rocmlab_lab_cache_urls): the legacy line's, the Core SDK's.
+REMAPS = ("amd", "amdcore")
+
 # Bounds on what a client sends: its print-uris output.
 MAX_TEXT = 16 << 20
 MAX_LINE = 4096
@@ -100,11 +104,17 @@ def parse_print_uris(text):
     return files, problems
 
 
-def cache_target(uri, cache, remap):
+def _under(remaps):
+    """The remapped paths REMAPS (one name or several) as /NAME/ prefixes."""
+    return tuple(f"/{name}/" for name in ((remaps,) if isinstance(remaps, str) else remaps))
+
+
+def cache_target(uri, cache, remaps=REMAPS):
     """How the cache host asks its own apt-cacher-ng for URI, as (request target, proxied):
     a URL on the cache itself (CACHE is its ``host:port`` as the clients name it) is asked
-    directly by its path, which must be under /REMAP/; any other URL through the proxy, whole.
-    Raises ValueError for anything but a plain http URL of a .deb file."""
+    directly by its path, which must be under one of /REMAPS/ (AMD's repositories of either
+    line); any other URL through the proxy, whole. Raises ValueError for anything but a plain
+    http URL of a .deb file."""
     if not URL_CHARS.fullmatch(uri) or not uri.startswith("http://"):
         raise ValueError("is not a plain http:// URL (apt fetches https:// without the cache)")
     parts = urlsplit(uri)
@@ -117,13 +127,14 @@ def cache_target(uri, cache, remap):
     if parts.username is not None or parts.password is not None:
         raise ValueError("holds credentials")
     if parts.netloc.lower() == cache.lower():
-        if not parts.path.startswith(f"/{remap}/"):
-            raise ValueError(f"is on the cache itself but not under /{remap}/")
+        under = _under(remaps)
+        if not parts.path.startswith(under):
+            raise ValueError(f"is on the cache itself but not under {' or '.join(under)}")
         return parts.path, False
     return uri, True
 
 
-def fill_plan(wants, cache, remap):
+def fill_plan(wants, cache, remaps=REMAPS):
     """What the cache host fetches for its clients, from WANTS ({client: print-uris text}):
     (files, problems). Each file once, sorted by URL: {uri, target, proxied, size, hash_name,
     hash, clients}. Two clients naming one URL with another size or hash keep the first
@@ -136,7 +147,7 @@ def fill_plan(wants, cache, remap):
         for entry in parsed:
             uri = entry["uri"]
             try:
-                target, proxied = cache_target(uri, cache, remap)
+                target, proxied = cache_target(uri, cache, remaps)
             except ValueError as exc:
                 problems.append(f"{client}: {uri} {exc}: not fetched")
                 continue

@@ -22,7 +22,7 @@ description:
   - "The lists come from lab machines and are read as hostile input (plugins/module_utils/
     lab_cache_apt.py) - bounded (16 MiB and 20000 files per client, lines of 4 KiB), only
     plain C(http://) URLs of C(.deb) files with no query, and on the cache itself only under
-    C(/<remap>/). Each file is read to at most its announced size and checked against the
+    one of C(/<remap>/). Each file is read to at most its announced size and checked against the
     hash the client's apt announced; a mismatch or a failed fetch is reported, not fatal (the
     client's own apt refuses a wrong file)."
   - Changed when a file was fetched. In check mode nothing is fetched.
@@ -40,9 +40,12 @@ options:
     type: int
     required: true
   remap:
-    description: The path under which apt-cacher-ng serves AMD's remapped repositories.
-    type: str
-    default: amd
+    description: >-
+      The paths under which apt-cacher-ng serves AMD's remapped repositories - the legacy
+      line's and the Core SDK line's (role lab_cache's C(Remap-) directives).
+    type: list
+    elements: str
+    default: [amd, amdcore]
   timeout:
     description: Seconds without data after which one fetch is given up.
     type: int
@@ -100,7 +103,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache_apt import fill_plan
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache_apt import REMAPS, fill_plan
 
 HASH_FUNCTIONS = {"SHA512": "sha512", "SHA256": "sha256", "SHA1": "sha1", "MD5Sum": "md5"}
 BLOCK = 1 << 20
@@ -161,7 +164,7 @@ def main():
             "wants": {"type": "dict", "required": True},
             "cache": {"type": "str", "required": True},
             "port": {"type": "int", "required": True},
-            "remap": {"type": "str", "default": "amd"},
+            "remap": {"type": "list", "elements": "str", "default": list(REMAPS)},
             "timeout": {"type": "int", "default": 300},
             "workers": {"type": "int", "default": 4},
         },

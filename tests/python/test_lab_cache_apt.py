@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils import basic
 from ansible_collections.rocmlab.rocmlab.plugins.filter import lab_cache_apt as apt_filters
@@ -26,6 +27,7 @@ from ansible_collections.rocmlab.rocmlab.plugins.module_utils import lab_cache_a
 from ansible_modules import load_module, run_module
 from rocmlab_testutil import loopback_server, send_body
 
+REPO = Path(__file__).resolve().parents[2]
 fill_module = load_module("lab_cache_apt_fill")
 uris_module = load_module("lab_cache_apt_uris")
 stats_module = load_module("lab_cache_stats")
@@ -58,6 +60,9 @@ VENV_URIS = "".join(
 CACHE = "head01:3142"
 AMD_PATH = "/amd/rocm/apt/6.4.2/pool/main/r/rocminfo/rocminfo_1.0.0.60402-1_amd64.deb"
 ROCMINFO = f"http://{CACHE}{AMD_PATH}"
+# AMD's Core SDK line through the cache (rocm_repo_core_url = http://<head>:3142/amdcore).
+CORE_PATH = "/amdcore/debian12/pool/main/a/amdrocm-core10.0/amdrocm-core10.0_10.0.0-1_amd64.deb"
+CORE = f"http://{CACHE}{CORE_PATH}"
 LIBNUMA = f"{DEBIAN}/n/numactl/libnuma1_2.0.16-1_amd64.deb"
 
 
@@ -167,13 +172,48 @@ def test_a_list_too_long_is_refused_whole():
     ("uri", "expected"),
     [
         (ROCMINFO, (AMD_PATH, False)),
+        (CORE, (CORE_PATH, False)),
         (LIBNUMA, (LIBNUMA, True)),
         # The cache is named as the clients name it, case aside.
         (ROCMINFO.replace("head01", "HEAD01"), (ROCMINFO.split(":3142", 1)[1], False)),
     ],
 )
 def test_the_cache_host_asks_its_own_pages_by_path_and_the_rest_through_the_proxy(uri, expected):
-    assert apt.cache_target(uri, CACHE, "amd") == expected
+    assert apt.cache_target(uri, CACHE) == expected
+
+
+def test_only_the_named_remaps_are_asked_on_the_cache_itself():
+    """AMD's repositories of both lines by default; a prefix of a remap's name is not it."""
+    assert apt.cache_target(ROCMINFO, CACHE, "amd") == (AMD_PATH, False)
+    with pytest.raises(ValueError, match=r"not under /amd/$"):
+        apt.cache_target(CORE, CACHE, "amd")
+    for uri in (f"http://{CACHE}/amdcorex/p.deb", f"http://{CACHE}/amdc/p.deb"):
+        with pytest.raises(ValueError, match="not under /amd/ or /amdcore/"):
+            apt.cache_target(uri, CACHE)
+
+
+def test_the_remaps_are_the_ones_the_lab_cache_serves_and_its_clients_ask_for():
+    """REMAPS, role lab_cache's Remap- directives and the URLs role rocmlab gives the clients
+    (rocm_repo's defaults read them) name the same paths."""
+    lab_cache = yaml.safe_load((REPO / "roles/lab_cache/vars/main.yml").read_text())
+    remaps = (lab_cache["__lab_cache_acng_remap"], lab_cache["__lab_cache_acng_core_remap"])
+    assert remaps == apt.REMAPS
+    template = (REPO / "roles/lab_cache/templates/acng.conf.j2").read_text()
+    for var, upstream in (
+        ("__lab_cache_acng_remap", "lab_cache_amd_upstream"),
+        ("__lab_cache_acng_core_remap", "lab_cache_amd_core_upstream"),
+    ):
+        assert f"Remap-{{{{ {var} }}}}: /{{{{ {var} }}}} ; {{{{ {upstream} }}}}" in template
+    (task,) = [
+        t
+        for t in yaml.safe_load((REPO / "roles/rocmlab/tasks/lab-cache.yml").read_text())
+        if "ansible.builtin.set_fact" in t
+    ]
+    urls = task["vars"]["__urls"]
+    assert (urls["amd"], urls["amd_core"]) == tuple(f"{{{{ __apt }}}}/{r}" for r in apt.REMAPS)
+    defaults = yaml.safe_load((REPO / "roles/rocm_repo/defaults/main.yml").read_text())
+    assert "rocmlab_lab_cache_urls.amd " in defaults["rocm_repo_base_url"]
+    assert "rocmlab_lab_cache_urls.amd_core " in defaults["rocm_repo_core_url"]
 
 
 @pytest.mark.parametrize(
@@ -182,7 +222,7 @@ def test_the_cache_host_asks_its_own_pages_by_path_and_the_rest_through_the_prox
         ("https://repo.radeon.com/rocm/apt/6.4.2/pool/x.deb", "plain http"),
         ("ftp://h/x.deb", "plain http"),
         ("http://head01:3142/acng-report.html?doExpire=1", "query"),
-        ("http://head01:3142/acng-report.deb", "not under /amd/"),
+        ("http://head01:3142/acng-report.deb", "not under /amd/ or /amdcore/"),
         ("http://h/pool/x.deb?x=1", "query"),
         ("http://h/pool/x.deb#frag", "query or fragment"),
         ("http://h/pool/Release", "not the URL of a .deb"),
@@ -194,7 +234,7 @@ def test_the_cache_host_asks_its_own_pages_by_path_and_the_rest_through_the_prox
 )
 def test_what_the_cache_host_never_fetches(uri, why):
     with pytest.raises(ValueError, match=why.replace(".", r"\.")):
-        apt.cache_target(uri, CACHE, "amd")
+        apt.cache_target(uri, CACHE)
 
 
 def test_the_fill_plan_fetches_each_file_once_for_every_client():
@@ -207,7 +247,7 @@ def test_the_fill_plan_fetches_each_file_once_for_every_client():
         "ws-04": line("http://head01:3142/acng-report.deb", 1, "0" * 32)
         + line(ROCMINFO, 52001, "2" * 64, "SHA256"),
     }
-    files, problems = apt.fill_plan(wants, CACHE, "amd")
+    files, problems = apt.fill_plan(wants, CACHE)
     assert len(files) == 4
     assert [f["uri"] for f in files] == sorted(f["uri"] for f in files)
     by_uri = {f["uri"]: f for f in files}
@@ -215,8 +255,8 @@ def test_the_fill_plan_fetches_each_file_once_for_every_client():
     assert by_uri[ROCMINFO]["size"] == 52000 and by_uri[ROCMINFO]["proxied"] is False
     assert all(f["proxied"] for uri, f in by_uri.items() if uri != ROCMINFO)
     assert problems == [
-        "ws-04: http://head01:3142/acng-report.deb is on the cache itself but not under /amd/:"
-        " not fetched",
+        "ws-04: http://head01:3142/acng-report.deb is on the cache itself but not under /amd/ or"
+        " /amdcore/: not fetched",
         f"ws-04: {ROCMINFO} has size 52001 and SHA256 {'2' * 64}, ws-01 gave 52000 and SHA256"
         f" {'1' * 64}: fetched once, as the first gave it",
     ]
@@ -267,10 +307,17 @@ def test_the_fill_fetches_the_union_once_and_checks_each_file(cache, capsys, mon
     amd_path = ROCMINFO.split(":3142", 1)[1]
     wrong = f"{DEBIAN}/w/wrong/wrong_1_all.deb"
     short = f"{DEBIAN}/s/short/short_1_all.deb"
-    Cache.bodies = {venv: deb, amd_path: deb[:3000], wrong: b"x" * 10, short: deb[:10]}
+    Cache.bodies = {
+        venv: deb,
+        amd_path: deb[:3000],
+        CORE_PATH: deb[:2000],
+        wrong: b"x" * 10,
+        short: deb[:10],
+    }
     listed = (
         line(venv, len(deb), hashlib.md5(deb).hexdigest())
         + line(ROCMINFO, 3000, hashlib.sha256(deb[:3000]).hexdigest(), "SHA256")
+        + line(CORE, 2000, hashlib.sha256(deb[:2000]).hexdigest(), "SHA256")
         + line(wrong, 10, "0" * 32)
         + line(short, 20, hashlib.md5(deb[:20]).hexdigest())
         + line(f"{DEBIAN}/m/missing/missing_1_all.deb", 5, "0" * 32)
@@ -278,11 +325,13 @@ def test_the_fill_fetches_the_union_once_and_checks_each_file(cache, capsys, mon
     args = {"wants": {"ws-01": listed, "ws-02": listed}, "cache": CACHE, "port": cache}
     result = run_module(fill_module, args, capsys, monkeypatch)
     assert result["changed"] is True
-    assert result["files"] == 5
+    assert result["files"] == 6
     missing = f"{DEBIAN}/m/missing/missing_1_all.deb"
-    assert sorted(Cache.asked) == sorted([venv, amd_path, wrong, short, missing])
-    assert {f["uri"]: f["clients"] for f in result["fetched"]} == {venv: 2, ROCMINFO: 2}
-    assert result["bytes"] == len(deb) + 3000 + 10 + 10
+    # AMD's files of both lines are asked on the cache by their paths (its remaps).
+    assert sorted(Cache.asked) == sorted([venv, amd_path, CORE_PATH, wrong, short, missing])
+    fetched = {f["uri"]: f["clients"] for f in result["fetched"]}
+    assert fetched == {venv: 2, ROCMINFO: 2, CORE: 2}
+    assert result["bytes"] == len(deb) + 3000 + 2000 + 10 + 10
     problems = " ".join(result["problems"])
     assert f"{wrong} has another MD5Sum" in problems
     assert f"{short} gave 10 bytes, not the 20 bytes" in problems

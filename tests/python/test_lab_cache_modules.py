@@ -346,6 +346,12 @@ def test_fill_follows_no_link_in_its_directory_or_at_its_log(tmp_path):
 bundle_module = load("lab_cache_bundle")
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="changes owners: run as root")
 LIBNUMA_DEB = "debrep/pool/main/n/numactl/libnuma1_2.0.16-1_amd64.deb"
+CORE_FILES = {
+    "amdcore/debian12/dists/stable/InRelease": "-----BEGIN PGP SIGNED MESSAGE-----\n",
+    "amdcore/debian12/dists/stable/main/binary-amd64/Packages.gz": "\x1f\x8b",
+    "amdcore/debian12/pool/main/a/amdrocm-core10.0/amdrocm-core10.0_10.0.0-1_amd64.deb": "!<arch>",
+    "amdcore/gpg/rocm.gpg": "-----BEGIN PGP PUBLIC KEY BLOCK-----\n",
+}
 
 
 def filled_cache(tmp_path: Path) -> tuple[Path, Path]:
@@ -358,6 +364,10 @@ def filled_cache(tmp_path: Path) -> tuple[Path, Path]:
         "-----BEGIN PGP SIGNED MESSAGE-----\n"
     )
     (apt / "amd/rocm/apt/6.4.2/dists/jammy/InRelease.head").write_text("HTTP/1.1 200 OK\n")
+    # AMD's Core SDK line, remapped under amdcore/: its signed index and its key as fetched.
+    for name, text in CORE_FILES.items():
+        (apt / name).parent.mkdir(parents=True, exist_ok=True)
+        (apt / name).write_text(text)
     (apt / LIBNUMA_DEB).parent.mkdir(parents=True)
     (apt / LIBNUMA_DEB).write_bytes(b"!<arch>\ndebian-binary")
     (apt / "_xstore/qstats").mkdir(parents=True)
@@ -411,13 +421,17 @@ def tree_state(path: Path) -> dict:
 def test_bundle_holds_every_file_with_its_hash_and_skips_bookkeeping(tmp_path):
     bundle, changed, manifest, digest, skipped = make(tmp_path)
     assert changed and skipped == []
-    assert sorted(manifest["files"]) == [
-        "apt/amd/rocm/apt/6.4.2/dists/jammy/InRelease",
-        "apt/amd/rocm/apt/6.4.2/dists/jammy/InRelease.head",
-        f"apt/{LIBNUMA_DEB}",
-        "datasets/mnist/t10k-labels-idx1-ubyte",
-        f"wheels/{TORCH}",
-    ]
+    # AMD's repositories of both lines as fetched (the legacy one and the Core SDK's), Debian's.
+    assert sorted(manifest["files"]) == sorted(
+        [
+            "apt/amd/rocm/apt/6.4.2/dists/jammy/InRelease",
+            "apt/amd/rocm/apt/6.4.2/dists/jammy/InRelease.head",
+            *(f"apt/{name}" for name in CORE_FILES),
+            f"apt/{LIBNUMA_DEB}",
+            "datasets/mnist/t10k-labels-idx1-ubyte",
+            f"wheels/{TORCH}",
+        ]
+    )
     assert manifest["files"][f"wheels/{TORCH}"] == {
         "sha256": hashlib.sha256(b"wheel bytes").hexdigest(),
         "bytes": 11,
@@ -440,9 +454,11 @@ def test_import_copies_a_sound_bundle_once(tmp_path):
     bundle, _, _, digest, _ = make(tmp_path)
     offline_root, offline_apt = offline(tmp_path)
     changed, manifest, recorded = import_into(tmp_path, bundle, digest)
-    assert changed and len(manifest["files"]) == 5 and recorded == digest
+    assert changed and len(manifest["files"]) == 5 + len(CORE_FILES) and recorded == digest
     assert (offline_root / "wheels" / TORCH).read_bytes() == b"wheel bytes"
     assert (offline_apt / "amd/rocm/apt/6.4.2/dists/jammy/InRelease").exists()
+    for name, text in CORE_FILES.items():
+        assert (offline_apt / name).read_text() == text, name
     record = json.loads((offline_root / "bundle.json").read_text())
     assert record == {"manifest_sha256": digest, "bundle": str(bundle)}
     assert not import_into(tmp_path, bundle, digest)[0]

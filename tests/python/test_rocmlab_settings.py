@@ -334,11 +334,12 @@ def settings_in(path: Path) -> list[dict]:
     ]
 
 
-def test_the_lab_caches_published_upstream_refuses_credentials():
-    (spec,) = [s for s in settings_in(LAB_CACHE_SETTINGS) if s["name"] == "lab_cache_amd_upstream"]
+@pytest.mark.parametrize("name", ["lab_cache_amd_upstream", "lab_cache_amd_core_upstream"])
+def test_the_lab_caches_published_upstreams_refuse_credentials(name):
+    (spec,) = [s for s in settings_in(LAB_CACHE_SETTINGS) if s["name"] == name]
     spec = dict(spec, value="https://user:secret@repo.example/rocm")
     text = " ".join(settings.problems_of(spec))
-    assert "lab_cache_amd_upstream" in text and "lab-cache.json" in text
+    assert name in text and "lab-cache.json" in text
     assert "secret" not in text
 
 

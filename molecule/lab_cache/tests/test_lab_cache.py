@@ -10,6 +10,9 @@
           nothing on c4 changed.
   run 2   c4 added (with the head node in the limit): zero upstream fetches for the same files,
           and the head node reports no change.
+  core    c4 moved to AMD's Core SDK line (playbooks/rocm.yml, rocm_repo_version 10.0): its
+          sources, key and packages come through the cache's Core remap, every package file
+          fetched first by the head node's fill, the signed InRelease the mirror's byte for byte.
   offline an offline bundle made on the head node (playbooks/lab-bundle.yml, which prints the
           SHA-256 of its MANIFEST.json; an existing directory it did not make, as a USB stick's
           root, is refused as lab_cache_bundle_dest and left as it was), copied to the offline
@@ -21,7 +24,8 @@
           outside, which the import replaces without writing through them; then the site
           playbook provisions c5 end to end, smoke job included, from the bundle alone: apt
           verifies the AMD-layout mirror's signatures through the offline cache, and the cache
-          fetched nothing upstream.
+          fetched nothing upstream. The bundle holds the Core SDK repository c4 used, and c5's
+          apt verifies its signature and fetches a Core package from it offline.
 
 The cache's logs are read with plugins/modules/lab_cache_stats.py's own parser, so the module
 is checked against the servers' real log formats here.
@@ -296,6 +300,41 @@ def test_the_head_node_does_not_change_when_a_client_is_added(fourth_client):
     assert recap_changed(run, HEAD) == 0
 
 
+CORE_REPO = "amdcore/debian12"
+
+
+@pytest.fixture(scope="module")
+def core_client(fourth_client):
+    """c4 moved to AMD's Core SDK line through the cache, as a lab moves (playbooks/rocm.yml)."""
+    start = time.time()
+    run = play(PROJECT / "playbooks" / "rocm.yml", {"rocm_repo_version": "10.0"}, "--limit", C4)
+    assert run.returncode == 0, said(run)[-4000:]
+    return run, start, time.time()
+
+
+def test_a_client_moves_to_the_core_line_through_the_cache(core_client, tmp_path):
+    _, start, end = core_client
+    c4 = host(C4)
+    sources = c4.file("/etc/apt/sources.list.d/rocm.sources").content_string
+    assert f"URIs: http://{HEAD}:3142/{CORE_REPO}" in sources
+    policy = c4.check_output("apt-cache policy amdrocm-core10.0")
+    assert f"http://{HEAD}:3142/{CORE_REPO} stable/main" in policy
+    assert c4.check_output("readlink -f /opt/rocm/core") == "/opt/rocm/core-10.0"
+    # AMD's signed index through the cache is the mirror's, byte for byte: nothing re-signed.
+    mirror = (
+        Path(os.environ["ROCMLAB_MIRROR_DIR"]) / "rocm/packages/debian12/dists/stable/InRelease"
+    )
+    cached = host(HEAD).file(f"{ACNG_CACHE}/{CORE_REPO}/dists/stable/InRelease").content_string
+    assert cached.strip() == mirror.read_text().strip()
+    # The head node fetched every Core package file (its own fill) before c4 asked for it.
+    apt = cache_stats(tmp_path, start, end)["files"]["apt"]
+    debs = [path for path in apt if path.startswith(f"{CORE_REPO}/") and path.endswith(".deb")]
+    assert any("amdrocm-core10.0" in path for path in debs), sorted(apt)
+    first = first_served(start, end)
+    not_filled = [path for path in debs if not lab_cache_stats.own_fill(first.get(path, ""))]
+    assert not not_filled, {path: first.get(path) for path in not_filled}
+
+
 def docker(*args: str, check: bool = True) -> str:
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=check).stdout
 
@@ -361,7 +400,7 @@ def printed_digest(run) -> str:
 
 
 @pytest.fixture(scope="module")
-def offline_lab(fourth_client, tmp_path_factory):
+def offline_lab(core_client, tmp_path_factory):
     """The bundle made on the head node (after an existing directory was refused as its
     destination), carried to the offline head node with an altered and a re-hashed copy beside
     it, links planted in the offline head node's apt-cacher-ng cache, and the offline lab cut
@@ -464,6 +503,12 @@ def test_the_bundle_lists_every_file_with_its_hash(offline_lab):
     assert any(name.startswith("apt/amd/rocm/apt/") and name.endswith(".deb") for name in files)
     assert any(name.startswith("apt/debrep/pool/") for name in files)
     assert "apt/amd/rocm/apt/6.4.2/dists/jammy/InRelease" in files
+    # AMD's Core SDK repository that c4 installed from: its signed index, its key, its packages.
+    for name in (f"apt/{CORE_REPO}/dists/stable/InRelease", "apt/amdcore/gpg/rocm.gpg"):
+        assert name in files, name
+    core = f"apt/{CORE_REPO}/"
+    assert any(n.startswith(f"{core}dists/stable/main/binary-amd64/Packages") for n in files)
+    assert any(n.startswith(f"{core}pool/") and n.endswith(".deb") for n in files)
     assert any(name.startswith("wheels/torch-2.13.0") for name in files)
     assert len([name for name in files if name.startswith("datasets/mnist/")]) == 4
     for name, entry in files.items():
@@ -574,3 +619,32 @@ def test_links_planted_in_the_offline_cache_were_not_written_through(offline_run
         described = head.check_output(f"stat -c '%F %U' {path}")
         assert described == f"{kind} apt-cacher-ng", (path, described)
     assert head.file(PLANTED_FILE).content_string.startswith("-----BEGIN PGP SIGNED MESSAGE")
+
+
+# apt on c5 asked, apart from its own configuration, for AMD's Core SDK repository through the
+# offline cache: the bundle's signed InRelease checked with the keyring rocm_repo wrote (the
+# mirror signs both lines with one key), then a package file checked against that index.
+CORE_APT = (
+    "-o Dir::Etc::SourceList=/tmp/core/sources.list -o Dir::Etc::SourceParts=/tmp/core/none"
+    " -o Dir::State::Lists=/tmp/core/lists -o Dir::Cache=/tmp/core/cache"
+    " -o APT::Sandbox::User=root"
+)
+
+
+def test_an_offline_client_gets_the_core_line_from_the_bundle_signature_checked(offline_run):
+    c5 = host(C5)
+    c5.check_output(
+        "rm -rf /tmp/core && mkdir -p /tmp/core/none /tmp/core/lists/partial"
+        " /tmp/core/cache/archives/partial /tmp/core/get && echo 'deb"
+        f" [signed-by=/etc/apt/keyrings/rocm.gpg] http://{OFFLINE_HEAD}:3142/{CORE_REPO}"
+        " stable main' > /tmp/core/sources.list"
+    )
+    update = c5.run(f"apt-get {CORE_APT} update")
+    assert update.rc == 0, update.stdout + update.stderr
+    assert "stable InRelease" in update.stdout
+    assert not re.search(r"^(W|E|Err):", update.stdout + update.stderr, re.M), update.stderr
+    fetched = c5.run(f"cd /tmp/core/get && apt-get {CORE_APT} download amdrocm-runtime10.0")
+    assert fetched.rc == 0, fetched.stdout + fetched.stderr
+    assert c5.check_output("ls /tmp/core/get").startswith("amdrocm-runtime10.0_10.0.0-1_")
+    log = host(OFFLINE_HEAD).file(LOGS["apt_log"]).content_string
+    assert "|I|" not in log, "the offline cache fetched something upstream"
