@@ -49,8 +49,14 @@ BAD_SETTINGS = [
     (
         "version-unknown-driver",
         D12,
+        {"rocm_repo_version": "7.3"},
+        ["ROCm 7.3", "rocm_repo_amdgpu_version"],
+    ),
+    (
+        "version-unknown-core-series",
+        D12,
         {"rocm_repo_version": "7.9"},
-        ["ROCm 7.9", "rocm_repo_amdgpu_version"],
+        ['"7.9" is a Core SDK series the support catalog does not list', "catalog.json"],
     ),
     (
         "unknown-source",
