@@ -20,6 +20,7 @@ from ansible_collections.rocmlab.rocmlab.plugins.module_utils import (
     support_catalog as collection_reader,
 )
 from rocmlab_testutil import REPO, role_docs_tree
+from test_rocm_sources import DEFAULTS as SETTINGS
 
 from rocmlab.common import support_catalog as wheel_reader
 from rocmlab.fleet.rules import release as fleet_release
@@ -29,25 +30,6 @@ _spec = importlib.util.spec_from_file_location("role_docs", REPO / "tools" / "ro
 assert _spec is not None and _spec.loader is not None
 role_docs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(role_docs)
-
-
-# rocm_repo's settings as its defaults give them, on Debian 12.
-SETTINGS = {
-    "distribution": "Debian",
-    "major": "12",
-    "suite": "",
-    "base_url": "https://repo.radeon.com",
-    "amdgpu_enabled": True,
-    "amdgpu_version": "",
-    "graphics_enabled": True,
-    "key_url": "https://repo.radeon.com/rocm/rocm.gpg.key",
-    "key_fingerprint": "CA8BB4727A47B4D09B4EE8969386B48A1A693C5C",
-    "pin_origin": "repo.radeon.com",
-    "core_url": "https://repo.amd.com/rocm/packages",
-    "core_key_url": "https://repo.amd.com/rocm/packages/gpg/rocm.gpg",
-    "core_key_fingerprint": "D0F004A0025A1145C7807FCD0701EAC4D5E02107",
-    "core_pin_origin": "repo.amd.com",
-}
 
 
 def data() -> dict:
