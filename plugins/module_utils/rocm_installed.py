@@ -150,34 +150,30 @@ def read_file(root: str, relative: str, limit: int, owner: int | None = None) ->
     return data
 
 
-def _lstat(root: str, relative: str) -> os.stat_result | None:
-    """lstat of ROOT/RELATIVE with no link followed on the way; None when absent or refused."""
+def _at(root: str, relative: str, call):
+    """CALL(name, dir_fd=...) on ROOT/RELATIVE's last part, its directory reached with no link
+    followed on the way; None when absent or refused."""
     dirs, name = _split(relative)
     try:
         dir_fd = _walk(root, dirs)
     except OSError:
         return None
     try:
-        return os.lstat(name, dir_fd=dir_fd)
+        return call(name, dir_fd=dir_fd)
     except OSError:
         return None
     finally:
         os.close(dir_fd)
+
+
+def _lstat(root: str, relative: str) -> os.stat_result | None:
+    """lstat of ROOT/RELATIVE with no link followed on the way; None when absent or refused."""
+    return _at(root, relative, os.lstat)
 
 
 def _readlink(root: str, relative: str) -> str | None:
     """The target of the link ROOT/RELATIVE (never followed), None when it is not a link."""
-    dirs, name = _split(relative)
-    try:
-        dir_fd = _walk(root, dirs)
-    except OSError:
-        return None
-    try:
-        return os.readlink(name, dir_fd=dir_fd)
-    except OSError:
-        return None
-    finally:
-        os.close(dir_fd)
+    return _at(root, relative, os.readlink)
 
 
 def _resolve(root: str, relative: str) -> str | None:
