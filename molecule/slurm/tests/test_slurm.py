@@ -12,7 +12,7 @@ that succeeds do nothing; an operator's drain made while the failing job ran sta
 reason starts with "rocmlab:"; maintenance keeps the node drained through tier 0 until tier 2
 passes after its (stood-for) boot; an amdgpu reset failure in the kernel log drains the node, the
 log of a new boot does not bring it back by tier 0, and `rocmlab-slurm-maintenance --after`
-(the README's way back) does. Every wait is bounded (HealthCheckInterval is 5 s here)."""
+(docs/lab.md, "Slurm": the way back) does. Every wait is bounded (HealthCheckInterval is 5 s here)."""
 
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ def test_an_operators_drain_is_not_resumed(reason):
 def test_a_job_with_a_gpu_runs_the_smoke_job_and_its_report_reaches_the_fleet_report():
     head = node(HEAD)
     # The smoke account's report, where the smoke_test role leaves it and playbooks/health.yml
-    # reads it (README, "Slurm").
+    # reads it (docs/lab.md, "Slurm").
     script = (
         "hostname; /opt/rocmlab/venvs/pytorch/bin/rocmlab smoke --epochs 1 "
         f"--data /var/lib/rocmlab/datasets/mnist --json {SMOKE_REPORT}"
@@ -396,7 +396,7 @@ def test_a_reset_failure_in_the_kernel_log_drains_and_comes_back_by_the_document
     log = next_run(GPU1)  # tier 0 passes now, and does not bring it back
     assert "PASS  kernel_log" in log and f"slurm: {GPU1} stays drained" in log, log
     assert shown(GPU1)["reason"].startswith("rocmlab: kernel_log:")
-    # The README's way back without a reboot: tier 2 now, and its pass resumes the node.
+    # The way back without a reboot (docs/lab.md, "Slurm"): tier 2 now, and its pass resumes the node.
     ran = gpu1.run("timeout 600 /usr/local/sbin/rocmlab-slurm-maintenance --after")
     assert ran.rc == 0, ran.stdout + ran.stderr
     assert f"after-boot: slurm: resume {GPU1}" in ran.stdout, ran.stdout
