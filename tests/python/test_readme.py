@@ -49,7 +49,7 @@ RUNNERS: dict[str, tuple[str, tuple[str, ...] | None]] = {
         ('FLEET = PROJECT / "playbooks" / "fleet.yml"', '["ansible-playbook", "-i", str(inv)'),
     ),
     # The README's release change: site.yml over the lab's inventory, as the demo runs it over
-    # its own.
+    # its own (once a scenario runs the release change as written, it is the file to name here).
     "ansible-playbook -i inventory/lab playbooks/site.yml": (
         "tools/demo",
         ("ansible-playbook -i inventory/demo/hosts.yml playbooks/site.yml",),
