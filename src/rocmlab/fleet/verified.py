@@ -313,7 +313,7 @@ def catalog_rows(catalog: Any) -> list[tuple[str, str, str]]:
             if line in platform["amd"] and line not in refused:
                 rows.append((platform_key(platform), line, _line_label(catalog, line)))
         if platform["rocm_source"] == "distro":
-            rows.append((platform_key(platform), "distro", "the distribution's"))
+            rows.append((platform_key(platform), "distro", "the distribution's own"))
     return rows
 
 
