@@ -158,7 +158,7 @@ def run_of(data: bytes) -> dict[str, Any]:
         "created": _created(doc),
         "rocmlab_version": _text(doc, "rocmlab_version"),
         "torch_version": _text(doc, "torch_version", "null"),
-        "model": _text(doc, "model", "null") if "model" in doc else None,
+        "model": _text(doc, "model", "null"),
         "report_sha256": hashlib.sha256(data).hexdigest(),
     }
 
