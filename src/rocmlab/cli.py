@@ -12,13 +12,21 @@ import traceback
 from collections.abc import Sequence
 
 from rocmlab import __version__, docs_url
-from rocmlab.commands import allreduce, doctor, fetch_mnist, fleet_report, health, smoke
+from rocmlab.commands import (
+    allreduce,
+    doctor,
+    fetch_mnist,
+    fleet_report,
+    health,
+    smoke,
+    verified,
+)
 from rocmlab.commands.argtypes import Parser
 from rocmlab.common import contract
 from rocmlab.common.errors import ExitCode, RocmlabError
 
 # In the order ``rocmlab --help`` lists them.
-COMMANDS = (smoke, fetch_mnist, doctor, health, fleet_report, allreduce)
+COMMANDS = (smoke, fetch_mnist, doctor, health, fleet_report, verified, allreduce)
 
 
 def build_parser() -> Parser:

@@ -27,7 +27,8 @@ ALLOWED: dict[str, set[str]] = {
     "datasets": {"common"},
     "doctor": {"common"},
     "fleet": {"common"},
-    "smoke": {"common", "torchjob", "datasets"},
+    # The smoke report's ``system`` is read with the doctor's readers (rocmlab.smoke.system).
+    "smoke": {"common", "torchjob", "datasets", "doctor"},
     "allreduce": {"common", "torchjob"},
     # The health tiers run the doctor's checks and, on the GPU, the probes of smoke and allreduce.
     "health": {"common", "doctor", "smoke", "allreduce"},
@@ -50,6 +51,7 @@ COMMAND_PACKAGES = {
     "fetch_mnist": "datasets",
     "doctor": "doctor",
     "fleet_report": "fleet",
+    "verified": "fleet",
     "allreduce": "allreduce",
     "health": "health",
 }

@@ -78,9 +78,9 @@ def test_summary_lists_every_check() -> None:
     assert "  [FAIL] allreduce[rank 1]: bad" in lines
 
 
-def test_schema_2_keys_of_the_contract() -> None:
-    assert REPORT_SCHEMA["properties"]["schema_version"] == {"const": 2}
-    assert {"doctor", "model", "techniques", "amp_speedup", "profile"} <= set(
+def test_schema_2_and_3_keys_of_the_contract() -> None:
+    assert REPORT_SCHEMA["properties"]["schema_version"] == {"const": 3}
+    assert {"doctor", "model", "techniques", "amp_speedup", "profile", "system"} <= set(
         REPORT_SCHEMA["required"]
     )
     report = new_report({**OPTIONS, "model": "cnn", "techniques": ["amp", "profile"]}, 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -318,3 +319,51 @@ def test_the_lab_example_reads_as_ansible_reads_it():
         assert "ansible_become" not in values, host
     assert hostvars["mi210-01.lab.example.org"]["rocm_packages_driver"] == "dkms"
     assert inventory["lab"]["children"] == ["gpu_workstations", "gpu_servers"]
+
+
+# The README's "Verified on hardware" table, from docs/verified.json (rocmlab verified).
+VERIFIED_RUN = {
+    "os": "debian 12", "os_name": "Debian GNU/Linux 12 (bookworm)", "kernel": "6.1.0-28-amd64",
+    "rocm_release": "6.4.2", "rocm_source": "legacy", "gfx_arch": "gfx90a:sramecc+:xnack-",
+    "gpu": "AMD Instinct MI210", "gpus": 2, "created": "2026-12-02T10:00:00Z",
+    "rocmlab_version": "0.1.0", "torch_version": "2.9.1+rocm6.4", "model": "mlp",
+    "report_sha256": "a" * 64,
+}  # fmt: skip
+
+
+def test_a_run_added_to_the_verified_file_is_drift_until_the_readme_lists_it(copy, capsys):
+    verified = copy / "docs" / "verified.json"
+    doc = json.loads(verified.read_text())
+    doc["runs"] = [VERIFIED_RUN]
+    verified.write_text(json.dumps(doc))
+    assert role_docs.main(["--check", "--root", str(copy)]) == 1
+    assert "README.md is not what tools/role_docs.py generates" in capsys.readouterr().err
+    assert role_docs.main(["--root", str(copy)]) == 0
+    readme = (copy / "README.md").read_text()
+    block = readme.split(role_docs.VERIFIED_BEGIN, 1)[1].split(role_docs.VERIFIED_END, 1)[0]
+    assert (
+        "| Debian 12 | AMD's legacy packages (6.2-7.2) | 6.4.2 | 2 x gfx90a (AMD Instinct MI210) "
+        "| 2026-12-02 | 0.1.0 |" in block
+    )
+    assert "| Debian 12 | AMD's Core SDK (7.14-10.0) | no run recorded on real hardware |" in block
+    assert "1 run recorded" in block
+    assert role_docs.main(["--check", "--root", str(copy)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ("markers", "README.md has no '<!-- BEGIN verified: generated -->' ... "),
+        ("file", "docs/verified.json: 'runs[0].gpus' is string '2', expected integer or null"),
+    ],
+)
+def test_no_markers_or_a_bad_verified_file_stops_the_tool(copy, change, said):
+    if change == "markers":
+        readme = copy / "README.md"
+        readme.write_text(readme.read_text().replace(role_docs.VERIFIED_END, ""))
+    else:
+        verified = copy / "docs" / "verified.json"
+        runs = [{**VERIFIED_RUN, "gpus": "2"}]
+        verified.write_text(json.dumps({"schema_version": 1, "runs": runs}))
+    with pytest.raises(SystemExit, match=re.escape(said)):
+        role_docs.main(["--check", "--root", str(copy)])

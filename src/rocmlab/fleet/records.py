@@ -34,7 +34,7 @@ from rocmlab.fleet.fields import (
     shape_of,
 )
 
-SMOKE_SCHEMAS = (1, 2)
+SMOKE_SCHEMAS = (1, 2, 3)
 CHECK_STATUSES = ("pass", "warn", "fail", "skip", "error")
 ROLLOUT_STATES = (
     "ready", "failed", "quarantined", "rolled_back", "unreachable", "skipped", "not_run",
@@ -55,6 +55,8 @@ def _schema_version(doc: Any, accepted: Iterable[int]) -> int:
     version = get(doc, "schema_version", "integer")
     if version not in versions:
         listed = " and ".join(str(v) for v in versions)
+        if len(versions) > 2:
+            listed = f"{', '.join(str(v) for v in versions[:-1])} and {versions[-1]}"
         raise RecordError(f"schema_version {version}: this rocmlab reads schema {listed}")
     return version
 
@@ -196,7 +198,8 @@ def _read_smoke_fields(doc: Any) -> None:
 
 
 def read_smoke_report(doc: Any) -> dict[str, Any]:
-    """A ``rocmlab smoke --json`` report of schema 1 or 2, with the keys the fleet report uses."""
+    """A ``rocmlab smoke --json`` report of schema 1, 2 or 3 (3 adds ``system``, which the fleet
+    report does not read), with the keys the fleet report uses."""
     version = _schema_version(doc, SMOKE_SCHEMAS)
     if not (_SMOKE_FIELDS.fits(doc) and doc["backend"] in _BACKENDS):
         _read_smoke_fields(doc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rocmlab.fleet.gather import FILE_KEYS
-from rocmlab.fleet.records import ROLLOUT_STATES
+from rocmlab.fleet.records import ROLLOUT_STATES, SMOKE_SCHEMAS
 from rocmlab.fleet.rules import DRIFT_FIELDS, FLEET_SCHEMA_VERSION
 
 # A host's state: the rollout record's, or the fleet report's own when it has none to go by.
@@ -91,7 +91,7 @@ _HOST = _object(
             {"passed": {"type": "boolean"}, "created": {"type": "string"}}, nullable=True
         ),
         "machine": _STR,
-        "report_schema": {"enum": [1, 2, None]},
+        "report_schema": {"enum": [*SMOKE_SCHEMAS, None]},
         "smoke_passed": _BOOL,
         "exit_code": _INT,
         "error": _STR,

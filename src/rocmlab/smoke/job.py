@@ -14,6 +14,7 @@ from rocmlab.common.errors import ExitCode, OutputError, RocmlabError
 from rocmlab.smoke.interrupt import Interrupted, Phase, interruptible
 from rocmlab.smoke.options import SmokeOptions
 from rocmlab.smoke.report import new_report, summary_lines, write_report
+from rocmlab.smoke.system import host_system
 from rocmlab.torchjob.distenv import DistContext, context_from_env
 from rocmlab.torchjob.progress import Progress
 
@@ -23,7 +24,9 @@ def run_smoke(options: SmokeOptions) -> int:
     propagates after the report is written, for the CLI to print (once: the summary then leaves
     it out)."""
     ctx = context_from_env()
-    report = new_report(options.report_fields(), ctx.world_size)
+    # The machine's system is read where the report is written: by rank 0.
+    system = host_system() if ctx.is_main else None
+    report = new_report(options.report_fields(), ctx.world_size, system)
     progress = Progress(enabled=ctx.is_main)
     phase = Phase("importing torch")
     failure: RocmlabError | None = None

@@ -16,8 +16,9 @@ from rocmlab import __version__
 from rocmlab.common import contract
 from rocmlab.common.errors import UsageError
 from rocmlab.common.outputs import finite, write_atomic
+from rocmlab.smoke.system import SYSTEM_SCHEMA
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # The choices of --model and --techniques (smoke.model and smoke.techniques implement them) and
 # smoke's exit codes (common.errors.ExitCode, and 128 + the signal's number for SIGINT (130) and
 # SIGTERM (143)); all from the CLI's contract (rocmlab/data/cli_contract.json).
@@ -84,6 +85,8 @@ REPORT_SCHEMA: dict[str, Any] = {
         "rocmlab_version": {"type": "string"},
         "created": {"type": "string"},
         "host": {"type": "string"},
+        # The machine the job ran on (rocmlab.smoke.system), from schema 3.
+        "system": SYSTEM_SCHEMA,
         "passed": {"type": "boolean"},
         "exit_code": {"enum": EXIT_CODES},
         "error": _STR,
@@ -148,8 +151,11 @@ REPORT_SCHEMA: dict[str, Any] = {
 REPORT_SCHEMA["required"] = list(REPORT_SCHEMA["properties"])
 
 
-def new_report(options: dict[str, Any], world_size: int) -> dict[str, Any]:
-    """A report with every key present, run options filled in, results null."""
+def new_report(
+    options: dict[str, Any], world_size: int, system: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A report with every key present, run options filled in, results null; ``system``: the
+    machine's (rocmlab.smoke.system.host_system), null when not given."""
     report: dict[str, Any] = dict.fromkeys(REPORT_SCHEMA["properties"])
     report.update(
         model="mlp",
@@ -160,6 +166,7 @@ def new_report(options: dict[str, Any], world_size: int) -> dict[str, Any]:
         rocmlab_version=__version__,
         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         host=socket.gethostname(),
+        system=system,
         passed=False,
         world_size=world_size,
         ranks=[],
