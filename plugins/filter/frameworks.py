@@ -122,10 +122,10 @@ def _nothing_to_follow(role: str, framework: str, rocm: str, newest: tuple[str, 
 def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
     """What pytorch_rocm installs, or why it refuses to.
 
-    SETTINGS: source (pip|distro), version, rocm_version, torchvision (bool), index_url,
-    find_links, index_base_url, python (the interpreter's path), venv, releases (vars/main.yml's
-    table), distro_packages ({torch, torchvision} or None where the distribution packages no
-    PyTorch), distribution ("Debian 12.8"). PYTHON: see the module's doc (pip only)."""
+    SETTINGS: source (pip|distro), version ("": follow rocm_version), rocm_version, torchvision
+    (bool), index_url, find_links, index_base_url, python (the interpreter's path), venv, releases
+    (vars/main.yml's table), distro_packages ({torch, torchvision} or None where the distribution
+    packages no PyTorch), distribution ("Debian 12.8"). PYTHON: see the module's doc (pip only)."""
     releases = settings["releases"]
     pinned = str(settings["version"] or "").strip()
     source = settings["source"]
@@ -170,8 +170,9 @@ def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
             _nothing_to_follow(
                 "pytorch_rocm", "torch", rocm, (newest, pytorch_rocm_release(releases, "", newest))
             )
-            + f' Set pytorch_rocm_rocm_version: "{newest}" (docs/core-sdk.md: the wheels bring their'
-            " own ROCm libraries), or leave PyTorch out of the run (--skip-tags pytorch_rocm)."
+            + f' Set pytorch_rocm_rocm_version: "{newest}" (docs/core-sdk.md: the wheels bring'
+            " their own ROCm libraries), or leave PyTorch out of the run (--skip-tags"
+            " pytorch_rocm)."
         )
     if pinned and release not in releases:
         return refuse(
