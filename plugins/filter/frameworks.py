@@ -430,6 +430,14 @@ def tensorflow_rocm_plan(settings: dict, python: dict | None = None) -> dict:
         plan["refusal"] = message
         return plan
 
+    if rocm not in releases and pinned:
+        others = [name for name, r in releases.items() if pinned in r["tensorflow"]]
+        return refuse(
+            f"tensorflow_rocm_rocm_version: ROCm {rocm} is not in the table of TensorFlow builds"
+            f" (roles/tensorflow_rocm/vars/main.yml). Known ROCm releases: {_listed(releases)};"
+            f" those with TensorFlow {pinned} (tensorflow_rocm_version):"
+            f" {_listed(others) or 'none in the table'}."
+        )
     if rocm not in releases:
         newest = max(releases, key=_release_key)
         return refuse(

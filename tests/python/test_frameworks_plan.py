@@ -768,6 +768,12 @@ def test_the_tensorflow_scenarios_refusals():
 def test_a_rocm_release_not_in_the_table_is_refused():
     plan = fw.tensorflow_rocm_plan(tf_settings(rocm_version="5.7.1"), ran("3.10.1"))
     assert plan["refusal"] == (
+        "tensorflow_rocm_rocm_version: ROCm 5.7 is not in the table of TensorFlow builds"
+        f" (roles/tensorflow_rocm/vars/main.yml). Known ROCm releases: {', '.join(TF)}; those"
+        " with TensorFlow 2.18.1 (tensorflow_rocm_version): 6.4."
+    )
+    plan = fw.tensorflow_rocm_plan(tf_settings(rocm_version="5.7.1", version=""), ran("3.10.1"))
+    assert plan["refusal"] == (
         "tensorflow_rocm_version: no TensorFlow in the table (roles/tensorflow_rocm/vars/main.yml)"
         " is built for ROCm 5.7 (tensorflow_rocm_rocm_version, which follows rocm_repo_version by"
         " default), so there is none to follow. The newest ROCm release the table has TensorFlow"
