@@ -424,9 +424,10 @@ def starter_notes(root: Path) -> dict[str, str]:
     return {
         "rocm_repo_version": f"Releases of the support catalog: {known}.",
         "pytorch_rocm_version": (
-            f"The rows of that table ({pytorch['file']}) by the ROCm release X.Y they are built"
+            f"The torch releases of {pytorch['file']} by the ROCm release X.Y they are built"
             " for, which is rocm_repo_version's X.Y unless pytorch_rocm_rocm_version says"
-            f" otherwise (the Core SDK line: docs/core-sdk.md): {pairs}."
+            " otherwise (the Core SDK line: docs/core-sdk.md); empty gets the last of its list:"
+            f" {pairs}."
         ),
     }
 

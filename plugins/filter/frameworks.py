@@ -8,15 +8,22 @@ tasks only read the host, call these, and act on the answer:
   (*_pip: what pip must do, given what the venv has) -> record (*_record: the record, and the
   refusal of a build that cannot use the GPU).
 
+pytorch_rocm_release(releases, version, rocm_version) -> the torch release (X.Y) a host gets
 pytorch_rocm_index(releases, version, rocm_version) -> the index name ("rocm6.4") or ""
-pytorch_rocm_plan(settings, python) -> {"refusal", "release", "rocm", "index", "torchvision",
+pytorch_rocm_plan(settings, python) -> {"refusal", "version", "pinned", "release", "rocm",
+    "index", "torchvision",
     "requirements" (pip's), "packages" (apt's, source distro), "python_found", "downloads"}
 pytorch_rocm_pip(plan, probe) -> {"reasons", "force_reinstall"}
 pytorch_rocm_record(plan, probe, gpu_present) -> {"result", "refusal"}
 
 tensorflow_rocm_defaults(releases, rocm_version, amd_base_url) -> {"newest", "find_links"}
-tensorflow_rocm_plan(settings, python) -> {"refusal", "rocm", "row", "dist", "pin", "pin_regex",
-    "pythons", "requirements", "python_found", "downloads"}
+tensorflow_rocm_plan(settings, python) -> {"refusal", "version", "pinned", "rocm", "dist", "pin",
+    "pin_regex", "pythons", "requirements", "python_found", "downloads"}
+
+A framework's version left empty (the default) follows the ROCm release: the newest framework
+release the role's table builds for it (the table the support catalog points to), so that a
+change of rocm_repo_version alone moves the frameworks too. A version set is a pin: kept as it
+is, and refused, naming the release that would fit, where it has no build for the ROCm release.
 tensorflow_rocm_pip(plan, probe) -> {"needed", "reason", "others"}
 tensorflow_rocm_record(plan, probe, gpu_present) -> {"result", "refusal"}
 
@@ -56,6 +63,10 @@ def _listed(names) -> str:
     return ", ".join(str(name) for name in names)
 
 
+def _release_key(release) -> tuple[int, ...]:
+    return tuple(int(part) for part in str(release).split(".") if part.isdigit())
+
+
 def _python_ran(python) -> tuple[bool, str, str]:
     """(whether the interpreter ran, the version it printed, why it did not run)."""
     python = python or {}
@@ -69,24 +80,58 @@ def _python_ran(python) -> tuple[bool, str, str]:
 # --- PyTorch ------------------------------------------------------------------------------
 
 
+def pytorch_rocm_built_for(releases: dict, rocm_version) -> list[str]:
+    """The torch releases (X.Y) the table builds for this ROCm release, oldest first."""
+    rocm = _major_minor(rocm_version)
+    built = [name for name, row in (releases or {}).items() if rocm in (row.get("rocm") or {})]
+    return sorted(built, key=_release_key)
+
+
+def pytorch_rocm_release(releases: dict, version, rocm_version) -> str:
+    """The torch release (X.Y) a host gets: that of VERSION where one is set (a pin), else the
+    newest release the table builds for this ROCm release ("" where it builds none)."""
+    if str(version or "").strip():
+        return _major_minor(str(version).strip())
+    return (pytorch_rocm_built_for(releases, rocm_version) or [""])[-1]
+
+
 def pytorch_rocm_index(releases: dict, version, rocm_version) -> str:
-    """The wheel index (under pytorch_rocm_index_base_url) of this torch and ROCm release, or ""
-    where the table has none."""
-    row = (releases or {}).get(_major_minor(version)) or {}
+    """The wheel index (under pytorch_rocm_index_base_url) of this torch and ROCm release (VERSION
+    empty: the torch release that follows it), or "" where the table has none."""
+    row = (releases or {}).get(pytorch_rocm_release(releases, version, rocm_version)) or {}
     return str((row.get("rocm") or {}).get(_major_minor(rocm_version), ""))
+
+
+def _nothing_to_follow(role: str, framework: str, rocm: str, newest: tuple[str, str]) -> str:
+    """The refusal where ROLE's version follows ROCm release ROCM and the role's table builds no
+    FRAMEWORK for it; NEWEST: the newest ROCm release the table builds for, and its release."""
+    core = (
+        " AMD's Core SDK releases (7.14 on) ship their frameworks as TheRock's own wheels, which"
+        " rocmlab does not install."
+        if _release_key(rocm) > _release_key(newest[0])
+        else ""
+    )
+    return (
+        f"{role}_version: no {framework} in the table (roles/{role}/vars/main.yml) is built for"
+        f" ROCm {rocm} ({role}_rocm_version, which follows rocm_repo_version by default), so"
+        f" there is none to follow.{core} The newest ROCm release the table has {framework} for"
+        f" is {newest[0]} ({framework} {newest[1]})."
+    )
 
 
 def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
     """What pytorch_rocm installs, or why it refuses to.
 
-    SETTINGS: source (pip|distro), version, rocm_version, torchvision (bool), index_url,
-    find_links, index_base_url, python (the interpreter's path), venv, releases (vars/main.yml's
-    table), distro_packages ({torch, torchvision} or None where the distribution packages no
-    PyTorch), distribution ("Debian 12.8"). PYTHON: see the module's doc (pip only)."""
+    SETTINGS: source (pip|distro), version ("": follow rocm_version), rocm_version, torchvision
+    (bool), index_url, find_links, index_base_url, python (the interpreter's path), venv, releases
+    (vars/main.yml's table), distro_packages ({torch, torchvision} or None where the distribution
+    packages no PyTorch), distribution ("Debian 12.8"). PYTHON: see the module's doc (pip only)."""
     releases = settings["releases"]
-    version = str(settings["version"])
+    pinned = str(settings["version"] or "").strip()
     source = settings["source"]
-    release = _major_minor(version)
+    release = pytorch_rocm_release(releases, pinned, settings["rocm_version"])
+    # Not pinned: the newest patch release of the torch release that follows ROCm.
+    version = pinned or (f"{release}.*" if release else "")
     rocm = _major_minor(settings["rocm_version"])
     row = releases.get(release) or {}
     index = pytorch_rocm_index(releases, version, settings["rocm_version"])
@@ -99,6 +144,7 @@ def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
         "refusal": "",
         "source": source,
         "version": version,
+        "pinned": bool(pinned),
         "release": release,
         "rocm": rocm,
         "rocm_version": str(settings["rocm_version"]),
@@ -118,19 +164,36 @@ def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
         plan["refusal"] = message
         return plan
 
-    if release not in releases:
+    if not pinned and source == "pip" and not release:
+        newest = max((r for row in releases.values() for r in row["rocm"]), key=_release_key)
         return refuse(
-            f"pytorch_rocm_version: torch {version} is not in the table of ROCm builds"
-            f" (roles/pytorch_rocm/vars/main.yml). Known releases: {_listed(releases)}."
+            _nothing_to_follow(
+                "pytorch_rocm", "torch", rocm, (newest, pytorch_rocm_release(releases, "", newest))
+            )
+            + f' Set pytorch_rocm_rocm_version: "{newest}" (docs/core-sdk.md: the wheels bring'
+            " their own ROCm libraries), or leave PyTorch out of the run (--skip-tags"
+            " pytorch_rocm)."
+        )
+    if pinned and release not in releases:
+        return refuse(
+            f"pytorch_rocm_version: torch {pinned} is not in the table of ROCm builds"
+            f" (roles/pytorch_rocm/vars/main.yml). Known releases: {_listed(releases)}. Leave"
+            " pytorch_rocm_version empty to get the newest torch built for the ROCm release."
         )
     if source == "pip":
         if rocm not in row["rocm"]:
-            others = [name for name, r in releases.items() if rocm in r["rocm"]]
+            others = pytorch_rocm_built_for(releases, rocm)
+            fits = (
+                f"Torch releases built for ROCm {rocm}: {_listed(others)}; set"
+                f' pytorch_rocm_version: "" to follow the ROCm release (torch {others[-1]}), or'
+                if others
+                else f"No torch in the table is built for ROCm {rocm}; set"
+            )
             return refuse(
-                f"pytorch_rocm_version / pytorch_rocm_rocm_version: torch {release} has no build"
-                f" for ROCm {rocm}. It is built for ROCm {_listed(row['rocm'])}; torch releases"
-                f" built for ROCm {rocm}: {_listed(others) or 'none in the table'}. Change one of"
-                " the two (pytorch_rocm_rocm_version follows rocm_repo_version by default)."
+                f'pytorch_rocm_version "{pinned}" does not fit pytorch_rocm_rocm_version'
+                f' "{settings["rocm_version"]}" (which follows rocm_repo_version by default):'
+                f" torch {release} is built for ROCm {_listed(row['rocm'])}. {fits}"
+                f" pytorch_rocm_rocm_version to a ROCm release torch {release} is built for."
             )
         if not plan["index_url"] and not plan["find_links"]:
             return refuse(
@@ -197,6 +260,13 @@ def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
     return plan
 
 
+def _is_version(version: str, wanted: str) -> bool:
+    """Whether VERSION is WANTED: X.Y.Z exactly, or any X.Y.Z of X.Y.* (pip's == prefix match)."""
+    if wanted.endswith(".*"):
+        return _major_minor(version) == wanted[:-2]
+    return version == wanted
+
+
 def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict:
     """Why pip must run in the venv (empty: it need not), and whether it reinstalls torch."""
     dists = (probe or {}).get("dists") or {}
@@ -205,7 +275,7 @@ def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict
     reasons = []
     if not torch:
         reasons.append("no torch")
-    elif str(torch).split("+", maxsplit=1)[0] != plan["version"]:
+    elif not _is_version(str(torch).split("+", maxsplit=1)[0], plan["version"]):
         reasons.append(f"torch {torch} instead of {plan['version']}")
     if plan["wants_torchvision"] and _major_minor(torchvision) != plan["torchvision"]:
         reasons.append(f"torchvision {torchvision or 'missing'} instead of {plan['torchvision']}.*")
@@ -236,6 +306,8 @@ def pytorch_rocm_record(
         "python": interpreter,
         "python_version": probe.get("python"),
         "torch_version": probe.get("torch_version"),
+        # What was asked: a pin (X.Y.Z), or X.Y.* where torch follows the ROCm release.
+        "torch_requested": plan["version"] if pip else None,
         "torchvision_version": (probe.get("dists") or {}).get("torchvision"),
         "hip_version": hip,
         "cuda_version": cuda,
@@ -314,10 +386,12 @@ def tensorflow_rocm_plan(settings: dict, python: dict | None = None) -> dict:
     find_links, no_index, amd_base_url, venv, releases and upstream_python (vars/main.yml's
     tables). PYTHON: see the module's doc."""
     releases = settings["releases"]
-    version = str(settings["version"])
+    pinned = str(settings["version"] or "").strip()
     package = str(settings["package"])
     rocm = _major_minor(settings["rocm_version"])
     row = releases.get(rocm) or {}
+    # Not pinned: the newest TensorFlow the table pairs with the ROCm release.
+    version = pinned or str((row.get("tensorflow") or [""])[0])
     dist = tensorflow_rocm_dist(package)
     is_rocm_package = dist == "tensorflow-rocm"
     release = _major_minor(version)
@@ -336,6 +410,7 @@ def tensorflow_rocm_plan(settings: dict, python: dict | None = None) -> dict:
         "refusal": "",
         "package": package,
         "version": version,
+        "pinned": bool(pinned),
         "rocm": rocm,
         "source": row.get("source", ""),
         "amd_base_url": str(settings["amd_base_url"]),
@@ -355,19 +430,33 @@ def tensorflow_rocm_plan(settings: dict, python: dict | None = None) -> dict:
         plan["refusal"] = message
         return plan
 
-    if rocm not in releases:
+    if rocm not in releases and pinned:
+        others = [name for name, r in releases.items() if pinned in r["tensorflow"]]
         return refuse(
             f"tensorflow_rocm_rocm_version: ROCm {rocm} is not in the table of TensorFlow builds"
-            f" (roles/tensorflow_rocm/vars/main.yml). Known ROCm releases: {_listed(releases)}."
+            f" (roles/tensorflow_rocm/vars/main.yml). Known ROCm releases: {_listed(releases)};"
+            f" those with TensorFlow {pinned} (tensorflow_rocm_version):"
+            f" {_listed(others) or 'none in the table'}."
+        )
+    if rocm not in releases:
+        newest = max(releases, key=_release_key)
+        return refuse(
+            _nothing_to_follow(
+                "tensorflow_rocm", "TensorFlow", rocm, (newest, releases[newest]["tensorflow"][0])
+            )
+            + f" Known ROCm releases: {_listed(releases)}. Set tensorflow_rocm_rocm_version:"
+            f' "{newest}" (docs/core-sdk.md), or leave TensorFlow off (tensorflow_rocm_enabled:'
+            " false)."
         )
     if version not in row["tensorflow"]:
         others = [name for name, r in releases.items() if version in r["tensorflow"]]
         return refuse(
-            f"tensorflow_rocm_version / tensorflow_rocm_rocm_version: TensorFlow {version} has no"
-            f" build for ROCm {rocm}. ROCm {rocm} has TensorFlow {_listed(row['tensorflow'])};"
-            f" ROCm releases with TensorFlow {version}: {_listed(others) or 'none in the table'}."
-            " Change one of the two (tensorflow_rocm_rocm_version follows rocm_repo_version by"
-            " default)."
+            f'tensorflow_rocm_version "{pinned}" does not fit tensorflow_rocm_rocm_version'
+            f' "{settings["rocm_version"]}" (which follows rocm_repo_version by default): ROCm'
+            f" {rocm} has TensorFlow {_listed(row['tensorflow'])}; ROCm releases with TensorFlow"
+            f" {version}: {_listed(others) or 'none in the table'}. Set tensorflow_rocm_version:"
+            f' "" to follow the ROCm release (TensorFlow {row["tensorflow"][0]}), or'
+            f" tensorflow_rocm_rocm_version to a ROCm release with TensorFlow {version}."
         )
     if plan["no_index"] and not (plan["find_links"] and not plan["index_url"]):
         return refuse(

@@ -4,6 +4,7 @@ where, over every row of the roles' tables (their vars/main.yml), and every refu
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -177,19 +178,33 @@ def test_every_torch_row_refuses_a_rocm_release_it_is_not_built_for(release):
     row = TORCH[release]
     plan = fw.pytorch_rocm_plan(torch_settings(version=f"{release}.0", rocm_version="5.9"))
     assert folded(plan["refusal"]) == (
-        f"pytorch_rocm_version / pytorch_rocm_rocm_version: torch {release} has no build for"
-        f" ROCm 5.9. It is built for ROCm {', '.join(row['rocm'])}; torch releases built for"
-        " ROCm 5.9: none in the table. Change one of the two (pytorch_rocm_rocm_version follows"
-        " rocm_repo_version by default)."
+        f'pytorch_rocm_version "{release}.0" does not fit pytorch_rocm_rocm_version "5.9" (which'
+        f" follows rocm_repo_version by default): torch {release} is built for ROCm"
+        f" {', '.join(row['rocm'])}. No torch in the table is built for ROCm 5.9; set"
+        f" pytorch_rocm_rocm_version to a ROCm release torch {release} is built for."
     )
     assert fw.pytorch_rocm_index(TORCH, f"{release}.0", "5.9") == ""
 
 
 def test_a_pair_not_in_the_table_names_the_releases_built_for_that_rocm():
     plan = fw.pytorch_rocm_plan(torch_settings(version="2.9.1", rocm_version="7.2"))
-    assert "torch 2.9 has no build for ROCm 7.2" in plan["refusal"]
-    assert "built for ROCm 6.4, 6.3;" in plan["refusal"]
-    assert "torch releases built for ROCm 7.2: 2.11, 2.12, 2.13, 2.14." in plan["refusal"]
+    assert folded(plan["refusal"]) == (
+        'pytorch_rocm_version "2.9.1" does not fit pytorch_rocm_rocm_version "7.2" (which follows'
+        " rocm_repo_version by default): torch 2.9 is built for ROCm 6.4, 6.3. Torch releases"
+        ' built for ROCm 7.2: 2.11, 2.12, 2.13, 2.14; set pytorch_rocm_version: "" to follow the'
+        " ROCm release (torch 2.14), or pytorch_rocm_rocm_version to a ROCm release torch 2.9 is"
+        " built for."
+    )
+    assert plan["downloads"] == [] and plan["python_found"] is None
+
+
+def test_the_readmes_upgrade_with_a_pin_that_does_not_fit_names_the_torch_that_does():
+    # The pin of a 6.4 host, kept in the inventory while rocm_repo_version moves to 7.1.
+    plan = fw.pytorch_rocm_plan(torch_settings(version="2.9.1", rocm_version="7.1"), ran("3.11.2"))
+    said = folded(plan["refusal"])
+    assert said.startswith('pytorch_rocm_version "2.9.1" does not fit pytorch_rocm_rocm_version')
+    assert 'Torch releases built for ROCm 7.1: 2.10; set pytorch_rocm_version: ""' in said
+    assert "(torch 2.10)" in said
 
 
 def test_an_unknown_torch_release_is_refused_whatever_the_source():
@@ -199,7 +214,8 @@ def test_an_unknown_torch_release_is_refused_whatever_the_source():
         )
         assert plan["refusal"] == (
             "pytorch_rocm_version: torch 3.0.0 is not in the table of ROCm builds"
-            f" (roles/pytorch_rocm/vars/main.yml). Known releases: {', '.join(TORCH)}."
+            f" (roles/pytorch_rocm/vars/main.yml). Known releases: {', '.join(TORCH)}. Leave"
+            " pytorch_rocm_version empty to get the newest torch built for the ROCm release."
         )
     assert fw.pytorch_rocm_index(TORCH, "3.0.0", "6.4") == ""
 
@@ -402,6 +418,7 @@ def test_a_rocm_build_is_recorded_and_accepted():
             "python": f"{VENV}/bin/python",
             "python_version": "3.11.2",
             "torch_version": "2.9.1+rocm6.4",
+            "torch_requested": "2.9.1",
             "torchvision_version": "0.24.1+rocm6.4",
             "hip_version": "6.4.43482",
             "cuda_version": None,
@@ -460,6 +477,159 @@ def test_a_rocm_build_that_cannot_see_the_gpu_is_refused():
     )
     # Without /dev/kfd there is no GPU to see.
     assert fw.pytorch_rocm_record(plan, probe, False, True, "p", VENV)["refusal"] == ""
+
+
+# --- following the ROCm release -------------------------------------------------------------
+# What each release of the support catalog gets where the frameworks' versions are left empty
+# (the defaults): the newest torch and TensorFlow the tables build for it. A release added to the
+# catalog fails the test below until it is written here.
+CATALOG = json.loads((REPO / "src" / "rocmlab" / "data" / "catalog.json").read_text())
+FOLLOWS = {
+    "6.2": ("2.7", "rocm6.2.4", "0.22", "2.16.1"),
+    "6.3": ("2.9", "rocm6.3", "0.24", "2.17.0"),
+    "6.4": ("2.9", "rocm6.4", "0.24", "2.18.1"),
+    "7.0": ("2.10", "rocm7.0", "0.25", "2.19.0"),
+    "7.1": ("2.10", "rocm7.1", "0.25", "2.19.1"),
+    "7.2": ("2.14", "rocm7.2", "0.29", "2.19.1"),
+    # AMD's Core SDK line: its frameworks are TheRock's wheels, in neither table.
+    "7.14": None,
+    "10.0": None,
+}
+
+
+def test_every_catalog_release_is_written_down_with_what_its_frameworks_follow():
+    assert {entry["version"] for entry in CATALOG["releases"]} == set(FOLLOWS)
+    for entry in CATALOG["releases"]:
+        assert (FOLLOWS[entry["version"]] is None) == (entry["line"] == "core"), entry["version"]
+
+
+@pytest.mark.parametrize("rocm", [r for r, f in FOLLOWS.items() if f])
+def test_torch_left_empty_follows_the_rocm_release_to_its_newest_build(rocm):
+    release, index, torchvision, _ = FOLLOWS[rocm]
+    plan = fw.pytorch_rocm_plan(
+        torch_settings(version="", rocm_version=f"{rocm}.1", index_url=f"{INDEX_BASE}/{index}"),
+        ran("3.12.3"),
+    )
+    assert plan["refusal"] == ""
+    assert (plan["version"], plan["pinned"], plan["release"]) == (f"{release}.*", False, release)
+    assert plan["index"] == index
+    assert fw.pytorch_rocm_index(TORCH, "", f"{rocm}.1") == index
+    assert plan["requirements"] == [f"torch=={release}.*", f"torchvision=={torchvision}.*"]
+    assert plan["downloads"][0]["upstream"]["index_url"] == f"{INDEX_BASE}/{index}"
+    # Nothing newer in the table is built for it.
+    assert all(
+        tuple(map(int, r.split("."))) <= tuple(map(int, release.split(".")))
+        for r, row in TORCH.items()
+        if rocm in row["rocm"]
+    )
+
+
+@pytest.mark.parametrize("rocm", [r for r, f in FOLLOWS.items() if f])
+def test_tensorflow_left_empty_follows_the_rocm_release_to_its_newest_build(rocm):
+    version = FOLLOWS[rocm][3]
+    plan = fw.tensorflow_rocm_plan(tf_settings(version="", rocm_version=rocm), ran("3.12.3"))
+    assert plan["refusal"] == ""
+    assert (plan["version"], plan["pinned"]) == (version, False)
+    assert plan["requirements"] == [f"tensorflow-rocm=={version}.*"]
+    assert version == TF[rocm]["tensorflow"][0]
+
+
+@pytest.mark.parametrize("rocm", [r for r, f in FOLLOWS.items() if not f])
+def test_a_release_no_framework_is_built_for_is_refused_saying_what_to_do(rocm):
+    torch = fw.pytorch_rocm_plan(torch_settings(version="", rocm_version=rocm), ran("3.12.3"))
+    assert folded(torch["refusal"]) == (
+        "pytorch_rocm_version: no torch in the table (roles/pytorch_rocm/vars/main.yml) is built"
+        f" for ROCm {rocm} (pytorch_rocm_rocm_version, which follows rocm_repo_version by"
+        " default), so there is none to follow. AMD's Core SDK releases (7.14 on) ship their"
+        " frameworks as TheRock's own wheels, which rocmlab does not install. The newest ROCm"
+        ' release the table has torch for is 7.2 (torch 2.14). Set pytorch_rocm_rocm_version: "7.2"'
+        " (docs/core-sdk.md: the wheels bring their own ROCm libraries), or leave PyTorch out of"
+        " the run (--skip-tags pytorch_rocm)."
+    )
+    assert torch["downloads"] == [] and torch["python_found"] is None
+    tf = fw.tensorflow_rocm_plan(tf_settings(version="", rocm_version=rocm), ran("3.12.3"))
+    said = folded(tf["refusal"])
+    assert said.startswith(
+        f"tensorflow_rocm_version: no TensorFlow in the table (roles/tensorflow_rocm/vars/main.yml)"
+        f" is built for ROCm {rocm} (tensorflow_rocm_rocm_version"
+    )
+    assert "AMD's Core SDK releases (7.14 on) ship their frameworks as TheRock's" in said
+    assert 'Set tensorflow_rocm_rocm_version: "7.2"' in said
+    assert tf["downloads"] == []
+
+
+def test_on_the_core_line_the_documented_setting_gets_the_newest_legacy_build():
+    # docs/core-sdk.md: pytorch_rocm_rocm_version set to the legacy release whose wheels are used.
+    plan = fw.pytorch_rocm_plan(
+        torch_settings(version="", rocm_version="7.2", index_url=f"{INDEX_BASE}/rocm7.2"),
+        ran("3.12.3"),
+    )
+    assert plan["refusal"] == "" and plan["requirements"][0] == "torch==2.14.*"
+
+
+def test_distro_source_needs_no_torch_release_to_follow():
+    plan = fw.pytorch_rocm_plan(
+        torch_settings(version="", rocm_version="7.14", source="distro", distro_packages=DEBIAN13)
+    )
+    assert plan["refusal"] == "" and plan["packages"] == ["python3-torch", "python3-torchvision"]
+
+
+def test_a_pin_is_kept_whatever_the_rocm_release_fits():
+    # An inventory that pinned torch before keeps it: exactly that version, from its index.
+    plan = fw.pytorch_rocm_plan(torch_settings(version="2.8.0", rocm_version="6.4"), ran("3.11.2"))
+    assert plan["refusal"] == ""
+    assert (plan["version"], plan["pinned"], plan["release"]) == ("2.8.0", True, "2.8")
+    assert plan["requirements"] == ["torch==2.8.0", "torchvision==0.23.*"]
+    tf = fw.tensorflow_rocm_plan(tf_settings(version="2.17.1", rocm_version="6.4"), ran("3.12.3"))
+    assert (
+        tf["refusal"] == "" and tf["pinned"] and tf["requirements"] == ["tensorflow-rocm==2.17.1.*"]
+    )
+
+
+FOLLOWED = fw.pytorch_rocm_plan(
+    torch_settings(version="", rocm_version="7.1", index_url=f"{INDEX_BASE}/rocm7.1"),
+    ran("3.11.2"),
+)
+
+
+@pytest.mark.parametrize(
+    ("torch", "torchvision", "reasons", "force"),
+    [
+        ("2.10.0+rocm7.1", "0.25.0+rocm7.1", [], False),
+        ("2.10.3+rocm7.1", "0.25.1+rocm7.1", [], False),
+        # The host before the README's upgrade: 6.4's torch.
+        (
+            "2.9.1+rocm6.4",
+            "0.24.1+rocm6.4",
+            [
+                "torch 2.9.1+rocm6.4 instead of 2.10.*",
+                "torchvision 0.24.1+rocm6.4 instead of 0.25.*",
+                "torch 2.9.1+rocm6.4 is built for ROCm 6.4, not ROCm 7.1",
+            ],
+            True,
+        ),
+        (
+            "2.10.0+rocm7.0",
+            "0.25.0+rocm7.0",
+            ["torch 2.10.0+rocm7.0 is built for ROCm 7.0, not ROCm 7.1"],
+            True,
+        ),
+        ("2.1.0+rocm7.1", "0.25.0", ["torch 2.1.0+rocm7.1 instead of 2.10.*"], False),
+    ],
+)
+def test_a_followed_torch_is_any_patch_release_of_its_release(torch, torchvision, reasons, force):
+    got = fw.pytorch_rocm_pip(
+        FOLLOWED, {"dists": {"torch": torch, "torchvision": torchvision}}, True
+    )
+    assert got == {"reasons": reasons, "force_reinstall": force}
+
+
+def test_the_record_says_what_was_asked_and_what_was_installed():
+    probe = {**PROBE_ROCM, "torch_version": "2.10.0+rocm7.1"}
+    got = fw.pytorch_rocm_record(FOLLOWED, probe, True, True, f"{VENV}/bin/python", VENV)
+    assert got["refusal"] == ""
+    assert got["result"]["torch_requested"] == "2.10.*"
+    assert got["result"]["torch_version"] == "2.10.0+rocm7.1"
 
 
 # --- TensorFlow ---------------------------------------------------------------------------
@@ -599,7 +769,17 @@ def test_a_rocm_release_not_in_the_table_is_refused():
     plan = fw.tensorflow_rocm_plan(tf_settings(rocm_version="5.7.1"), ran("3.10.1"))
     assert plan["refusal"] == (
         "tensorflow_rocm_rocm_version: ROCm 5.7 is not in the table of TensorFlow builds"
-        f" (roles/tensorflow_rocm/vars/main.yml). Known ROCm releases: {', '.join(TF)}."
+        f" (roles/tensorflow_rocm/vars/main.yml). Known ROCm releases: {', '.join(TF)}; those"
+        " with TensorFlow 2.18.1 (tensorflow_rocm_version): 6.4."
+    )
+    plan = fw.tensorflow_rocm_plan(tf_settings(rocm_version="5.7.1", version=""), ran("3.10.1"))
+    assert plan["refusal"] == (
+        "tensorflow_rocm_version: no TensorFlow in the table (roles/tensorflow_rocm/vars/main.yml)"
+        " is built for ROCm 5.7 (tensorflow_rocm_rocm_version, which follows rocm_repo_version by"
+        " default), so there is none to follow. The newest ROCm release the table has TensorFlow"
+        f" for is 7.2 (TensorFlow 2.19.1). Known ROCm releases: {', '.join(TF)}. Set"
+        ' tensorflow_rocm_rocm_version: "7.2" (docs/core-sdk.md), or leave TensorFlow off'
+        " (tensorflow_rocm_enabled: false)."
     )
 
 
@@ -611,10 +791,12 @@ def test_every_rocm_row_refuses_a_tensorflow_it_does_not_build(rocm):
         assert plan["refusal"] == ""
         return
     assert plan["refusal"] == (
-        f"tensorflow_rocm_version / tensorflow_rocm_rocm_version: TensorFlow 2.15.0 has no build"
-        f" for ROCm {rocm}. ROCm {rocm} has TensorFlow {', '.join(row['tensorflow'])}; ROCm"
-        " releases with TensorFlow 2.15.0: 6.1. Change one of the two"
-        " (tensorflow_rocm_rocm_version follows rocm_repo_version by default)."
+        f'tensorflow_rocm_version "2.15.0" does not fit tensorflow_rocm_rocm_version "{rocm}"'
+        f" (which follows rocm_repo_version by default): ROCm {rocm} has TensorFlow"
+        f" {', '.join(row['tensorflow'])}; ROCm releases with TensorFlow 2.15.0: 6.1. Set"
+        ' tensorflow_rocm_version: "" to follow the ROCm release (TensorFlow'
+        f" {row['tensorflow'][0]}), or tensorflow_rocm_rocm_version to a ROCm release with"
+        " TensorFlow 2.15.0."
     )
 
 

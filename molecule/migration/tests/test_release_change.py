@@ -1,25 +1,36 @@
 """The configured release is the installed release: the converged host (ROCm 6.4.2 from the
-AMD-layout mirror) is moved to 7.1 by changing rocm_repo_version alone, then back to 6.4.2, and
-each time every AMD package is the release's own version, /opt/rocm points at it, nothing of the
-other release is left and a second run changes nothing. Then the rollback: the host's 6.4.2
-state recorded as known-good, the host moved to 7.1, and playbooks/rollback.yml puts it back
-(packages, apt files byte-identical). Runs after test_migration.py (pytest collects the files in
-name order) and leaves the host on 6.4.2 again."""
+AMD-layout mirror) is moved to 7.1 by the README's steps as written (its section "Changing the
+ROCm release": the release set in the inventory, site.yml run, the smoke job passing), then
+back to 6.4.2 by rocm_repo_version alone, and each time every AMD package is the release's own
+version, /opt/rocm points at it, nothing of the other release is left and a second run changes
+nothing. Then the rollback: the host's 6.4.2 state recorded as known-good, the host moved to
+7.1, and playbooks/rollback.yml puts it back (packages, apt files byte-identical). Runs after
+test_migration.py (pytest collects the files in name order) and leaves the host on 6.4.2
+again."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shlex
+import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import testinfra
-from playbook_runs import changed, play, said
+import yaml
+from playbook_runs import ansible_env, changed, keep, play, said
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 PLAYBOOK = PROJECT / "playbooks" / "rocm.yml"
 HOST = "rocmlab-migration-debian12"
+EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+VENV = "/opt/rocmlab/venvs/pytorch"
 
 sys.path.insert(0, str(PROJECT / "collections"))
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import (  # noqa: E402
@@ -76,11 +87,67 @@ def test_check_mode_names_the_move_and_changes_nothing(node):
     assert node.check_output(APT_FILES) == sources
 
 
-def test_changing_the_release_upgrades_every_amd_package_to_it(node):
-    run = play(PLAYBOOK, {"rocm_repo_version": "7.1"})
+def readme_section(heading: str) -> dict[str, list[str]]:
+    """The fenced blocks of the README's section HEADING, by their language."""
+    text = (PROJECT / "README.md").read_text()
+    start = text.index(f"\n{heading}\n")
+    end = text.find("\n## ", start + 1)
+    body = text[start : end if end > 0 else len(text)]
+    blocks: dict[str, list[str]] = {}
+    for lang, block in re.findall(r"^```(\w+)\n(.*?)^```$", body, re.M | re.S):
+        blocks.setdefault(lang, []).append(block)
+    return blocks
+
+
+def as_the_readme_says(lab: Path) -> subprocess.CompletedProcess:
+    """The README's release change on LAB, a copy of the scenario's inventory standing in for
+    inventory/lab: its yaml set in the file its first line names, its command run as written
+    from the checkout, with LAB in place of inventory/lab."""
+    blocks = readme_section("## Changing the ROCm release")
+    assert len(blocks.get("yaml", [])) == 1 and len(blocks.get("sh", [])) == 1, blocks
+    (settings,), (command,) = blocks["yaml"], blocks["sh"]
+    target = settings.splitlines()[0].removeprefix("#").strip()
+    assert target.startswith("inventory/lab/"), settings
+    shutil.rmtree(lab, ignore_errors=True)
+    shutil.copytree(Path(INVENTORY).parent, lab)
+    path = lab / target.removeprefix("inventory/lab/")
+    # Molecule names the group's file without its extension: the same file, edited.
+    current = {}
+    for old in (path.with_suffix(""), path):
+        if old.exists():
+            current.update(yaml.safe_load(old.read_text()) or {})
+            old.unlink()
+    path.write_text(yaml.safe_dump({**current, **yaml.safe_load(settings)}))
+    argv = shlex.split(command)
+    assert argv[:2] == ["ansible-playbook", "-i"] and argv[2] == "inventory/lab", command
+    started = time.monotonic()
+    run = subprocess.run(
+        [*argv[:2], str(lab), *argv[3:]],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        env=ansible_env(),
+        check=False,
+    )
+    keep(run, time.monotonic() - started)
+    return run
+
+
+def test_the_readmes_release_change_run_as_written_moves_the_host(node):
+    run = as_the_readme_says(EPHEMERAL / "lab")
     assert run.returncode == 0, said(run)[-3000:]
     assert "6.4.2 \u2192 7.1.0: 8 packages change (" in said(run), said(run)[-3000:]
     assert_on_release(node, "7.1.0", "6.4.2")
+    # PyTorch as this lab pinned it (the wheelhouse's CPU build; the README: "unless you pinned
+    # them"), recorded as asked and as installed.
+    record = json.loads(node.file("/etc/rocmlab/pytorch.json").content_string)
+    assert record["torch_requested"] == "2.13.0", record
+    assert record["torch_version"].startswith("2.13.0"), record
+    # The smoke job passed on the new release, and its state is the host's known-good one.
+    report = json.loads((EPHEMERAL / "reports" / f"{HOST}.json").read_text())
+    assert report["passed"] is True and report["torch_version"].startswith("2.13.0"), report
+    good = json.loads(node.file("/var/lib/rocmlab/known-good.json").content_string)
+    assert good["rocm_version"] == "7.1.0" and VENV in good["venvs"], good
 
 
 def test_a_second_run_on_the_new_release_changes_nothing(node):

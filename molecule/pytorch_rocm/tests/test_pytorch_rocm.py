@@ -146,9 +146,10 @@ BAD_INPUT = [
     pytest.param(
         {"pytorch_rocm_version": "2.9.1"},
         [
-            "torch 2.9 has no build for ROCm 7.2",
-            "built for ROCm 6.4, 6.3",
+            'pytorch_rocm_version "2.9.1" does not fit pytorch_rocm_rocm_version "7.2"',
+            "torch 2.9 is built for ROCm 6.4, 6.3",
             "built for ROCm 7.2: 2.11, 2.12, 2.13, 2.14",
+            'set pytorch_rocm_version: "" to follow the ROCm release (torch 2.14)',
         ],
         id="pair-not-in-table",
     ),

@@ -177,9 +177,10 @@ BAD_INPUT = [
     pytest.param(
         {"tensorflow_rocm_version": "2.15.0"},
         [
-            "TensorFlow 2.15.0 has no build for ROCm 6.4",
+            'tensorflow_rocm_version "2.15.0" does not fit tensorflow_rocm_rocm_version "6.4"',
             "ROCm 6.4 has TensorFlow 2.18.1, 2.17.1, 2.16.2",
             "ROCm releases with TensorFlow 2.15.0: 6.1",
+            'Set tensorflow_rocm_version: "" to follow the ROCm release (TensorFlow 2.18.1)',
         ],
         id="pair-not-in-table",
     ),
