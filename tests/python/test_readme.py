@@ -48,11 +48,11 @@ RUNNERS: dict[str, tuple[str, tuple[str, ...] | None]] = {
         "molecule/fleet/tests/test_fleet.py",
         ('FLEET = PROJECT / "playbooks" / "fleet.yml"', '["ansible-playbook", "-i", str(inv)'),
     ),
-    # The README's release change: site.yml over the lab's inventory, as the demo runs it over
-    # its own (once a scenario runs the release change as written, it is the file to name here).
+    # The README's release change: the migration scenario reads the section and runs its blocks
+    # as written, with its own inventory in place of inventory/lab.
     "ansible-playbook -i inventory/lab playbooks/site.yml": (
-        "tools/demo",
-        ("ansible-playbook -i inventory/demo/hosts.yml playbooks/site.yml",),
+        "molecule/migration/tests/test_release_change.py",
+        ('blocks = readme_section("## Changing the ROCm release")',),
     ),
     ". /opt/rocmlab/venvs/pytorch/bin/activate": (
         "molecule/pytorch_rocm/tests/test_pytorch_rocm.py",
