@@ -355,37 +355,3 @@ def test_the_health_timer_off_removes_its_units(host, timer_on):
     # The reports stay, for the record.
     assert host.file(f"{HEALTH}/tier0.json").exists
 
-
-# Last: it takes the converged host apart.
-def test_reset_removes_what_rocmlab_installed_keeps_the_users_data_and_again_changes_nothing(
-    host,
-):
-    reset = PLAYBOOKS / "reset.yml"
-    ours = [VENV, "/opt/rocmlab", "/etc/rocmlab/pytorch.json"]
-    kept = [
-        f"{DATA}/t10k-labels-idx1-ubyte",  # the staged dataset
-        f"{WORK}/report.json",  # the smoke job's report
-        "/var/lib/rocmlab/known-good.json",
-        "/etc/rocmlab/site.conf",  # a file of the site's own where rocmlab wrote one
-    ]
-    host.run_expect([0], "echo 'the site s own' > /etc/rocmlab/site.conf")
-    groups = set(host.user("researcher").groups)
-    assert {"render", "video"} <= groups
-
-    dry = play(reset, {}, "--check")
-    assert dry.returncode == 0, said(dry)[-3000:]
-    assert changed(dry) > 0, said(dry)[-3000:]
-    assert all(host.file(path).exists for path in ours + kept)  # --check removed nothing
-
-    run = play(reset, {})
-    assert run.returncode == 0, said(run)[-3000:]
-    for path in ours:
-        assert not host.file(path).exists, path
-    for path in kept:
-        assert host.file(path).exists, path
-    assert set(host.user("researcher").groups) == groups  # the account keeps its GPU access
-    assert (REPORTS / f"{host.backend.get_hostname()}.json").exists()  # the controller's copy
-
-    again = play(reset, {})
-    assert again.returncode == 0, said(again)[-3000:]
-    assert changed(again) == 0, said(again)[-3000:]
