@@ -354,4 +354,3 @@ def test_the_health_timer_off_removes_its_units(host, timer_on):
         assert not host.file(f"{UNITS}/rocmlab-health-{name}").exists, name
     # The reports stay, for the record.
     assert host.file(f"{HEALTH}/tier0.json").exists
-
