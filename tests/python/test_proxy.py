@@ -258,7 +258,12 @@ GIB = 1024**3
 
 
 def test_the_site_checks_the_space_right_after_the_settings_with_the_rollouts_module() -> None:
-    first = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text())[0]
+    # The controller's own check comes first (it contacts no host); then the settings and the
+    # space, before any play that changes a host.
+    controller, first = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text())[:2]
+    assert [t["ansible.builtin.import_tasks"] for t in controller["tasks"]] == [
+        "tasks/controller.yml"
+    ]
     calls = [task["ansible.builtin.include_role"]["tasks_from"] for task in first["tasks"]]
     assert calls == ["roles", "free-space"]
     entry = yaml.safe_load((REPO / "roles" / "rocmlab" / "tasks" / "free-space.yml").read_text())
