@@ -83,13 +83,13 @@ def _line(text: str) -> str:
     return text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 3] + "..."
 
 
-def _tail(result: CommandResult) -> list[str]:
-    """The last TAIL_LINES lines of stdout and stderr (a first line cut by the byte bound is
-    dropped)."""
+def _tail(result: CommandResult, timed_out: bool) -> list[str]:
+    """The last TAIL_LINES lines of stdout, then stderr (a first line cut by the byte bound is
+    dropped; after a timeout stderr holds the runner's words, which the check says itself)."""
     lines = result.stdout.splitlines()
     if result.truncated and lines:
         lines = lines[1:]
-    lines += result.stderr.splitlines()
+    lines += [] if timed_out else result.stderr.splitlines()
     return [_line(line) for line in lines if line.strip()][-TAIL_LINES:]
 
 
@@ -125,7 +125,7 @@ def _run_test(runner: Runner, command: Path, timeout: float) -> dict[str, Any]:
         "timed_out": timed_out,
         "seconds": seconds,
         "timeout": timeout,
-        "tail": _tail(result),
+        "tail": _tail(result, timed_out),
         "truncated": result.truncated,
     }
 
