@@ -254,3 +254,33 @@ def test_the_report_schema_describes_the_section() -> None:
     assert REPORT_SCHEMA["properties"]["rocm_wheels"] is ROCM_WHEELS_SCHEMA
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"package_version": "7.14.0"}, ROCM_WHEELS_SCHEMA)
+
+
+def test_the_smoke_job_in_a_venv_with_rocm_wheels_reports_and_fails_on_rocm_sdk_test(
+    rocm_wheels_index, real_data, tmp_path: Path
+) -> None:
+    """``rocmlab smoke`` run by a venv's own interpreter: ROCm wheels from the index, and this
+    toolchain's CPU torch and this checkout's rocmlab through a .pth file (no torch of the
+    index's: its stand-in cannot train)."""
+    import torch
+
+    made = Venv(tmp_path / "venv", rocm_wheels_index)
+    made.install("rocm[libraries,device-gfx1100]==7.14.0")
+    (site,) = site_packages(made.path)
+    toolchain = Path(torch.__file__).resolve().parents[1]
+    Path(site, "rocmlab-test.pth").write_text(f"{REPO / 'src'}\n{toolchain}\n")
+    (made.path / FAIL_MARKER).touch()  # the fixture's failure switch
+    out = tmp_path / "smoke.json"
+    smoke = ["smoke", "--data", str(real_data["mnist"]), "--device", "cpu", "--epochs", "1"]
+    done = made.run(str(made.path / "bin" / "python"), "-m", "rocmlab", *smoke, "--json", str(out))
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    jsonschema.validate(report, REPORT_SCHEMA)
+    section = report["rocm_wheels"]
+    assert (section["version"], section["devices"]) == ("7.14.0", ["gfx1100"])
+    assert section["rocm_sdk"] == str(made.path / "bin" / "rocm-sdk")
+    failed = [c["name"] for c in report["checks"] if not c["passed"]]
+    assert failed == ["rocm_sdk_test"] and report["passed"] is False
+    assert "[FAIL] rocm_sdk_test: rocm-sdk test exited 1; its last lines:" in done.stdout
+    target = next(c for c in report["checks"] if c["name"] == "rocm_wheels_target")
+    assert target["detail"].startswith("skipped: a CPU run")
