@@ -285,6 +285,7 @@ class Context:
     _torch: TorchInfo | None = field(default=None, repr=False)
     _dpkg: dict[str, dict[str, str]] | None = field(default=None, repr=False)
     _rocm: dict | None = field(default=None, repr=False)
+    _wheels: tuple[rocm_wheels.RocmWheels | None] | None = field(default=None, repr=False)
 
     def sys(self, *parts: str) -> Path:
         """A path under the sysfs root."""
@@ -326,8 +327,10 @@ class Context:
         return self._torch
 
     def rocm_wheels(self) -> rocm_wheels.RocmWheels | None:
-        """The ROCm wheels of the venv the doctor runs in, None without them."""
-        return self.wheels_probe()
+        """The ROCm wheels of the venv the doctor runs in, None without them; read once."""
+        if self._wheels is None:
+            self._wheels = (self.wheels_probe(),)
+        return self._wheels[0]
 
     def groups(self) -> dict[str, Group]:
         """/etc/group by name."""
