@@ -139,7 +139,7 @@ def inventory(path: Path, hosts: list[str], reports: Path, env: dict[str, str]) 
         "smoke_test_expect_gpus": 0,
         # The fleet scenario's rollout settings (molecule/fleet/tests/test_fleet.py).
         "rocmlab_fleet_connect_timeout": 5,
-        "rocmlab_fleet_free_space_gib": {"rocm": 1, "venvs": 2, "datasets": 0.1},
+        "rocmlab_free_space_gib": {"rocm": 1, "venvs": 2, "datasets": 0.1},
     }
     path.write_text(json.dumps({"all": {"hosts": {h: {} for h in hosts}, "vars": lab}}))
     return path

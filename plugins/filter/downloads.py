@@ -17,6 +17,12 @@ downloads_preflight(downloads, need_gib) -> {"mirrors", "urls", "space"}: what t
     preflight fetches from the host (each distinct URL once), and the places it checks with the
     GiB each needs
 downloads_lab_cache(clients) -> {"wheels", "datasets"}: what a lab cache fetches for its clients
+downloads_space_short(space) -> one sentence per file system of rocmlab_preflight's space
+    result that lacks room (mount point, what goes there, GiB free and needed)
+
+Every fetch:
+downloads_proxy_env(proxy, no_proxy, lab_cache) -> the environment each fetching task gets
+    (rocmlab_http_proxy, rocmlab_no_proxy and the lab cache's address; {} without a proxy)
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ def downloads_of_host(host_vars, roles=None):
 def downloads_preflight(items, need_gib=None):
     """What the rollout's preflight checks: {"mirrors": [{what, urls}], "urls": the distinct URLs
     it fetches, in order, "space": [{name, path, need_gib}]}, the GiB by kind of place from
-    rocmlab_fleet_free_space_gib (0 where it names none)."""
+    rocmlab_free_space_gib (0 where it names none)."""
     found = downloads.preflight(items)
     urls = []
     for mirror in found["mirrors"]:
@@ -77,6 +83,17 @@ def downloads_lab_cache(clients):
     return downloads.lab_cache_wants(list(clients or []), registry.roles()["downloads"])
 
 
+def downloads_space_short(space):
+    """The file systems of rocmlab_preflight's space result that lack room, one sentence each."""
+    return downloads.space_short(list(space or []))
+
+
+def downloads_proxy_env(proxy, no_proxy=None, lab_cache=""):
+    """The environment every fetching task gets (rocmlab_http_proxy, rocmlab_no_proxy, the lab
+    cache's address): {} without a proxy."""
+    return downloads.proxy_env(proxy, list(no_proxy or []), lab_cache)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -86,4 +103,6 @@ class FilterModule:
             "downloads_of_host": downloads_of_host,
             "downloads_preflight": downloads_preflight,
             "downloads_lab_cache": downloads_lab_cache,
+            "downloads_space_short": downloads_space_short,
+            "downloads_proxy_env": downloads_proxy_env,
         }

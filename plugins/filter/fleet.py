@@ -48,12 +48,12 @@ import math
 import re
 import time
 
+from ansible_collections.rocmlab.rocmlab.plugins.module_utils import downloads
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.rocm_release import (
     leading_release,
     release_key,
 )
 
-GIB = 1024**3
 CREDENTIALS = re.compile(r"://[^/@\s]*@")
 
 
@@ -131,16 +131,6 @@ def fleet_failure(task, result):
 
 def _slug(text):
     return re.sub(r"[^a-z0-9]+", "_", str(text).lower()).strip("_")
-
-
-def _space(entry):
-    held = ", ".join(
-        f"{name} {path}" for name, path in zip(entry["names"], entry["paths"], strict=True)
-    )
-    return (
-        f"{entry['mount']} ({held}): {entry['free_bytes'] / GIB:.1f} GiB free, "
-        f"{entry['need_bytes'] / GIB:.1f} GiB needed"
-    )
 
 
 def _dpkg(dpkg, audit):
@@ -227,7 +217,11 @@ def fleet_preflight_checks(findings):
     host = findings.get("host") or {}
     if host.get("space"):
         short = [entry for entry in host["space"] if not entry["enough"]]
-        add("free_space", "fail" if short else "pass", "; ".join(map(_space, host["space"])))
+        add(
+            "free_space",
+            "fail" if short else "pass",
+            "; ".join(map(downloads.space_line, host["space"])),
+        )
     if findings.get("dpkg") is not None:
         add("dpkg", *_dpkg(findings["dpkg"], findings.get("audit")))
     if host.get("clock_offset") is not None:

@@ -16,8 +16,13 @@ An entry of a list (entry()):
   requirements  what is asked for: pip's requirements, apt's package names, the dataset's name
   python        the X.Y the wheels are for (wheels), else None
   path          where it lands, the path whose free space the preflight checks (None: none)
-  space         the kind of place, rocmlab_fleet_free_space_gib's key (rocm, venvs, datasets)
+  space         the kind of place, rocmlab_free_space_gib's key (rocm, venvs, datasets)
   size          its bytes on disk where known before fetching (the datasets), else None
+
+Every fetch of a host goes through the lab's proxy where rocmlab_http_proxy names one:
+proxy_env() is the environment each fetching task gets. The free space a host needs where its
+downloads land is read by module rocmlab_preflight and said by space_line(), for the rollout's
+preflight and the site playbook's first play alike.
 
 Pure functions over the settings: tests feed them tables.
 """
@@ -27,6 +32,9 @@ from __future__ import annotations
 import re
 
 KINDS = ("apt", "wheels", "dataset")
+GIB = 1024**3
+# Always reached directly, never through the proxy: the host itself.
+LOCAL = ("localhost", "127.0.0.1", "::1")
 _HTTP = re.compile(r"https?://")
 TRUE_STRINGS = frozenset({"yes", "on", "1", "true", "y", "t"})
 
@@ -213,3 +221,40 @@ def lab_cache_wants(clients, order) -> dict:
                 elif item["kind"] == "dataset":
                     datasets.append({"dataset": item["requirements"][0], "url": upstream["url"]})
     return {"wheels": _unique(wheels), "datasets": _unique(datasets)}
+
+
+# --- The lab's proxy and the free space -------------------------------------------------------
+
+
+def proxy_env(proxy, no_proxy=(), lab_cache="") -> dict:
+    """The environment every fetching task gets: {} without a proxy, else http_proxy and
+    https_proxy (both schemes go through the one proxy; HTTPS by CONNECT) and no_proxy (the
+    host itself, the lab cache's address, then NO_PROXY: what the lab reaches directly), each in
+    lower and upper case (apt, pip, Python's urllib and curl read one or the other)."""
+    proxy = str(proxy or "")
+    if not proxy:
+        return {}
+    direct = []
+    for name in (*LOCAL, str(lab_cache or "").strip("[]"), *(str(n) for n in no_proxy or ())):
+        if name and name not in direct:
+            direct.append(name)
+    env = {"http_proxy": proxy, "https_proxy": proxy, "no_proxy": ",".join(direct)}
+    return {**env, **{name.upper(): value for name, value in env.items()}}
+
+
+def space_line(entry) -> str:
+    """One file system of rocmlab_preflight's space result as a sentence: its mount point, what
+    goes there (name and path), the GiB free and the GiB needed."""
+    held = ", ".join(
+        f"{name} {path}" for name, path in zip(entry["names"], entry["paths"], strict=True)
+    )
+    return (
+        f"{entry['mount']} ({held}): {entry['free_bytes'] / GIB:.1f} GiB free, "
+        f"{entry['need_bytes'] / GIB:.1f} GiB needed"
+    )
+
+
+def space_short(space) -> list:
+    """The sentences (space_line) of the file systems of rocmlab_preflight's space result that
+    lack room for what goes there."""
+    return [space_line(entry) for entry in space or [] if not entry["enough"]]

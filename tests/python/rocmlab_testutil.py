@@ -98,12 +98,14 @@ def role_docs_tree(target: Path) -> Path:
     """What tools/role_docs.py reads and writes, copied into TARGET so that a test can make it
     drift: the roles, the playbooks (a fact they set is a role's to list), the inventories (the
     lab example), rocmlab's data (the CLI's contract, the support catalog), the catalog's reader
-    and its copy, the README (the support table) and the verified runs (its table)."""
+    and its copy, the README (the support table and the verified runs' table) and
+    docs/network.md (the network tables)."""
     for name in ("roles", "playbooks", "inventory", "src/rocmlab/data"):
         shutil.copytree(REPO / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in (
         "README.md",
         "docs/verified.json",
+        "docs/network.md",
         "plugins/module_utils/support_catalog.py",
         "src/rocmlab/common/support_catalog.py",
         "plugins/module_utils/rocm_installed.py",

@@ -310,7 +310,8 @@ def test_credentials_are_accepted_where_the_role_masks_them():
 
 
 def test_only_the_pip_sources_the_roles_mask_accept_credentials():
-    """The settings that accept credentials are exactly those the roles mask."""
+    """The settings that accept credentials are exactly those the roles mask (pip's sources, and
+    the lab's proxy, which reaches the hosts only as the fetching tasks' environment)."""
     masked = []
     for path in sorted((REPO / "roles").glob("*/meta/settings.yml")):
         for spec in settings_in(path):
@@ -321,6 +322,7 @@ def test_only_the_pip_sources_the_roles_mask_accept_credentials():
         "lab_cache_wheel_upstream",
         "pytorch_rocm_find_links",
         "pytorch_rocm_index_url",
+        "rocmlab_http_proxy",
         "tensorflow_rocm_find_links",
         "tensorflow_rocm_index_url",
     ]
@@ -554,6 +556,7 @@ def test_a_retired_setting_still_set_is_refused_with_what_replaced_it():
         "cluster_check_report_dir",
         "rocmlab_fleet_reports_dir",
         "lab_cache_report_dir",
+        "rocmlab_fleet_free_space_gib",
     }
     problems = settings.retired_problems(retired, {"smoke_test_report_dir": "/x", "other": 1})
     assert problems == [

@@ -362,3 +362,56 @@ def test_no_markers_or_a_bad_verified_file_stops_the_tool(copy, change, said):
         verified.write_text(json.dumps({"schema_version": 1, "runs": runs}))
     with pytest.raises(SystemExit, match=re.escape(said)):
         role_docs.main(["--check", "--root", str(copy)])
+
+
+# --- docs/network.md: what each role fetches, from where --------------------------------------
+
+
+def test_the_network_table_names_each_fetch_with_its_setting_and_default_host():
+    table = (REPO / "docs" / "network.md").read_text()
+    for row in (
+        "| rocm_repo | AMD's apt repositories (ROCm, amdgpu, graphics) and their signing key | "
+        "`rocm_repo_base_url`, default repo.radeon.com | HTTPS 443 |",
+        "| lab_cache | apt-cacher-ng (the clients' apt, AMD's repositories included) | "
+        "`lab_cache_apt_port` (TCP, default 3142) |",
+    ):
+        assert row in table, row
+    # Through the role's vars: smoke_test_mnist_url's default reads __smoke_test_mnist_url.
+    mnist = yaml.safe_load((REPO / "roles/smoke_test/vars/main.yml").read_text())
+    host = mnist["__smoke_test_mnist_upstream"].split("/")[2]
+    assert f"`smoke_test_mnist_url`, default {host} | HTTPS 443 |" in table
+
+
+def test_a_changed_default_host_is_drift_in_the_network_table(copy, capsys):
+    for path in (
+        copy / "roles" / "lab_cache" / "meta" / "settings.yml",
+        copy / "roles" / "lab_cache" / "defaults" / "main.yml",
+    ):
+        text = path.read_text()
+        assert "https://repo.amd.com/rocm/packages" in text
+        path.write_text(
+            text.replace("https://repo.amd.com/rocm/packages", "http://mirror.lab:8080")
+        )
+    assert role_docs.main(["--check", "--root", str(copy)]) == 1
+    err = capsys.readouterr().err
+    assert "docs/network.md is not what tools/role_docs.py generates" in err
+    assert role_docs.main(["--root", str(copy)]) == 0
+    table = (copy / "docs" / "network.md").read_text()
+    assert "`lab_cache_amd_core_upstream`, default mirror.lab | HTTP 8080 |" in table
+
+
+def test_a_network_row_naming_another_roles_setting_is_refused(copy, capsys):
+    path = copy / "roles" / "rocm_repo" / "meta" / "settings.yml"
+    path.write_text(path.read_text().replace("setting: rocm_repo_core_url", "setting: rocm_core"))
+    assert role_docs.main(["--check", "--root", str(copy)]) == 1
+    assert "names rocm_core, which is no setting of rocm_repo" in capsys.readouterr().err
+
+
+def test_a_role_that_downloads_without_declaring_its_fetches_is_refused(copy, capsys):
+    path = copy / "roles" / "smoke_test" / "meta" / "settings.yml"
+    data = path.read_text()
+    start, end = data.index("network:\n"), data.index("argument_specs:\n")
+    path.write_text(data[:start] + data[end:])
+    assert role_docs.main(["--check", "--root", str(copy)]) == 1
+    err = capsys.readouterr().err
+    assert "smoke_test: publishes smoke_test_downloads but declares no network fetches" in err

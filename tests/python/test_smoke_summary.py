@@ -120,11 +120,15 @@ def test_the_task_file_prints_the_lines_in_a_real_run(tmp_path: Path) -> None:
     write(reports, "ws-01", smoke_report("ws-01", test_accuracy=0.312, min_accuracy=0.94))
     write(reports, "ws-02", smoke_report("ws-02"))
     (reports / "ws-03.json").symlink_to(reports / "ws-02.json")
+    # A host whose inventory sets its own reports directory: the smoke job wrote its report
+    # there (the setting is the host's), so its line is read from there too.
+    own = tmp_path / "ws-04-reports"
+    write(own, "ws-04", smoke_report("ws-04"))
     inventory = tmp_path / "hosts.json"
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    inventory.write_text(
-        json.dumps({"all": {"hosts": dict.fromkeys(("ws-01", "ws-02", "ws-03"), local)}})
-    )
+    hosts = dict.fromkeys(("ws-01", "ws-02", "ws-03"), local)
+    hosts["ws-04"] = dict(local, rocmlab_reports_dir=str(own))
+    inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
     playbook = tmp_path / "summary.yml"
     playbook.write_text(
         json.dumps(
@@ -166,6 +170,7 @@ def test_the_task_file_prints_the_lines_in_a_real_run(tmp_path: Path) -> None:
     assert "ws-01: FAILED (the report says passed, but its test accuracy 31.20 %" in said
     assert "ws-02: PASSED, cpu on " in said
     assert "ws-03: unusable report ws-03.json: a symbolic link, not followed" in said
+    assert "ws-04: PASSED, cpu on " in said
 
 
 def test_ansible_doc_renders_the_lookup(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from playbook_runs import alias_inventory, ansible_env, changed, failures, fleet
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
-PLAYBOOK = PROJECT / "playbooks" / "cluster-check.yml"
+PLAYBOOK = PROJECT / "playbooks" / "cluster_check.yml"
 REPORTS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "reports"
 CLUSTER_JSON = REPORTS / "fleet" / "cluster.json"
 A, B, C = "rocmlab-cluster-a", "rocmlab-cluster-b", "rocmlab-cluster-c"

@@ -119,13 +119,14 @@ def test_the_tarball_holds_no_development_files():
     ):
         assert development not in tops, development
     assert not [n for n in names if n.startswith(("tests/python", "tests/fixtures"))]
-    # Collection resource names have no '-': the old playbook names stay in the checkout only.
+    # Collection resource names have no '-' (the old names cluster-check.yml, lab-bundle.yml and
+    # lab-cache.yml are gone since 0.1.0).
     playbooks = [n for n in names if n.startswith("playbooks/") and n.count("/") == 1]
     assert playbooks and not [n for n in playbooks if "-" in n], playbooks
 
 
 def test_the_renamed_playbooks_resolve_by_their_full_names():
-    for playbook in ("cluster_check", "lab_cache", "lab_bundle", "fleet"):
+    for playbook in ("cluster_check", "lab_cache", "lab_bundle", "fleet", "reset"):
         result = run(
             "ansible-playbook", "-i", "localhost,", f"rocmlab.rocmlab.{playbook}", "--syntax-check"
         )

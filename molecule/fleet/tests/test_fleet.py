@@ -90,7 +90,7 @@ LAB = {
     "smoke_test_doctor": False,
     "rocmlab_reports_dir": str(REPORTS),
     "rocmlab_fleet_connect_timeout": 5,
-    "rocmlab_fleet_free_space_gib": {"rocm": 1, "venvs": 2, "datasets": 0.1},
+    "rocmlab_free_space_gib": {"rocm": 1, "venvs": 2, "datasets": 0.1},
 }
 
 

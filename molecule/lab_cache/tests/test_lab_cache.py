@@ -13,7 +13,7 @@
   core    c4 moved to AMD's Core SDK line (playbooks/rocm.yml, rocm_repo_version 10.0): its
           sources, key and packages come through the cache's Core remap, every package file
           fetched first by the head node's fill, the signed InRelease the mirror's byte for byte.
-  offline an offline bundle made on the head node (playbooks/lab-bundle.yml, which prints the
+  offline an offline bundle made on the head node (playbooks/lab_bundle.yml, which prints the
           SHA-256 of its MANIFEST.json; an existing directory it did not make, as a USB stick's
           root, is refused as lab_cache_bundle_dest and left as it was), copied to the offline
           lab's head node; that head node and c5 moved to a Docker network created with
@@ -411,13 +411,13 @@ def offline_lab(core_client, tmp_path_factory):
         HEAD,
         STICK_SNAPSHOT,
         lambda: play(
-            PROJECT / "playbooks" / "lab-bundle.yml",
+            PROJECT / "playbooks" / "lab_bundle.yml",
             {"lab_cache_bundle_dest": STICK},
             "--limit",
             HEAD,
         ),
     )
-    made = play(PROJECT / "playbooks" / "lab-bundle.yml", {}, "--limit", HEAD)
+    made = play(PROJECT / "playbooks" / "lab_bundle.yml", {}, "--limit", HEAD)
     assert made.returncode == 0, said(made)[-3000:]
     docker("cp", f"{HEAD}:{BUNDLE}", str(work / "bundle"))
     shutil.copytree(work / "bundle", work / "altered")
@@ -471,7 +471,7 @@ def altered_bundle(offline_lab):
     return refused_run(
         OFFLINE_HEAD,
         OFFLINE_SNAPSHOT,
-        lambda: play(PROJECT / "playbooks" / "lab-cache.yml", {}, inventory=inventory),
+        lambda: play(PROJECT / "playbooks" / "lab_cache.yml", {}, inventory=inventory),
     )
 
 
@@ -484,7 +484,7 @@ def rehashed_bundle(altered_bundle, offline_lab):
     return refused_run(
         OFFLINE_HEAD,
         OFFLINE_SNAPSHOT,
-        lambda: play(PROJECT / "playbooks" / "lab-cache.yml", {}, inventory=inventory),
+        lambda: play(PROJECT / "playbooks" / "lab_cache.yml", {}, inventory=inventory),
     )
 
 

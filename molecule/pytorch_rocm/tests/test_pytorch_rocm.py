@@ -105,6 +105,8 @@ def test_the_record_says_what_was_installed(host):
             "python3 -c 'import platform as p; print(p.python_version())'"
         ),
         "torch_version": TORCH,
+        # The pin of molecule.yml (the wheelhouse has torch 2.13.0's CPU build only).
+        "torch_requested": "2.13.0",
         "torchvision_version": None,
         "hip_version": None,
         "cuda_version": None,

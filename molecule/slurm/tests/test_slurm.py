@@ -12,7 +12,8 @@ that succeeds do nothing; an operator's drain made while the failing job ran sta
 reason starts with "rocmlab:"; maintenance keeps the node drained through tier 0 until tier 2
 passes after its (stood-for) boot; an amdgpu reset failure in the kernel log drains the node, the
 log of a new boot does not bring it back by tier 0, and `rocmlab-slurm-maintenance --after`
-(docs/lab.md, "Slurm": the way back) does. Every wait is bounded (HealthCheckInterval is 5 s here)."""
+(docs/lab.md, "Slurm": the way back) does. Every wait is bounded (HealthCheckInterval is 5 s
+here)."""
 
 from __future__ import annotations
 
@@ -396,7 +397,8 @@ def test_a_reset_failure_in_the_kernel_log_drains_and_comes_back_by_the_document
     log = next_run(GPU1)  # tier 0 passes now, and does not bring it back
     assert "PASS  kernel_log" in log and f"slurm: {GPU1} stays drained" in log, log
     assert shown(GPU1)["reason"].startswith("rocmlab: kernel_log:")
-    # The way back without a reboot (docs/lab.md, "Slurm"): tier 2 now, and its pass resumes the node.
+    # The way back without a reboot (docs/lab.md, "Slurm"): tier 2 now, and its pass resumes
+    # the node.
     ran = gpu1.run("timeout 600 /usr/local/sbin/rocmlab-slurm-maintenance --after")
     assert ran.rc == 0, ran.stdout + ran.stderr
     assert f"after-boot: slurm: resume {GPU1}" in ran.stdout, ran.stdout
