@@ -57,3 +57,17 @@ def mnist_gz(real_data: dict[str, Path], tmp_path_factory: pytest.TempPathFactor
         content = (real_data["mnist"] / fspec.stem).read_bytes()
         (out / f"{fspec.stem}.gz").write_bytes(gzip.compress(content, compresslevel=1))
     return out
+
+
+@pytest.fixture(scope="session")
+def rocm_wheels_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ROCm wheels fixture index (tests/fixtures/rocm_wheels), built once per session with
+    the small torch stand-in: its ``stable/`` folder, for pip's ``--index-url`` as a file:// URL."""
+    out = tmp_path_factory.mktemp("rocm-wheels")
+    builder = REPO / "tests" / "fixtures" / "rocm_wheels" / "build_index.py"
+    done = subprocess.run(
+        [sys.executable, str(builder), str(out), "--tiny-torch"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(out / "stable")
+    return out / "stable"

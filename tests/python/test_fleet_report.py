@@ -445,9 +445,9 @@ MALFORMED_REPORTS = {
         smoke_report("web1", checks=[{"name": "numeric", "passed": "yes", "detail": ""}]),
         "'checks[0].passed' is string 'yes', expected boolean",
     ),
-    "schema 4": (
-        smoke_report("web1", schema_version=4),
-        "schema_version 4: this rocmlab reads schema 1, 2 and 3",
+    "schema 5": (
+        smoke_report("web1", schema_version=5),
+        "schema_version 5: this rocmlab reads schema 1, 2, 3 and 4",
     ),
     "schema 2 without its keys": (
         smoke_report("web1", schema_version=2),

@@ -80,14 +80,9 @@ def _devices(dists: dict[str, list[str]]) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("rocm-wheels")
-    done = subprocess.run(
-        [sys.executable, str(BUILDER), str(out), "--tiny-torch"], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == str(out / "stable")
-    return out / "stable"
+def index(rocm_wheels_index) -> Path:
+    """The index, built once per session (conftest.py)."""
+    return rocm_wheels_index
 
 
 @pytest.fixture(scope="module")

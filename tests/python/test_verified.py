@@ -87,18 +87,19 @@ def test_the_system_is_what_the_doctor_reads_of_the_machine(tmp_path: Path) -> N
     assert host_system(ctx)["container"] == "docker"
 
 
-def test_a_new_report_is_schema_3_and_carries_the_system() -> None:
+def test_a_new_report_is_schema_4_and_carries_the_system() -> None:
     options = {"dataset": "mnist", "data_dir": "/d", "epochs": 1, "batch_size": 128,
                "optimizer": "adam", "lr": 0.001, "momentum": 0.0, "seed": 0,
                "amp": "auto"}  # fmt: skip
     report = new_report(options, 1, SYSTEM)
     report["exit_code"] = 1
-    assert SCHEMA_VERSION == 3 and report["system"] == SYSTEM
+    assert SCHEMA_VERSION == 4 and report["system"] == SYSTEM
     jsonschema.validate(report, REPORT_SCHEMA)
     jsonschema.validate({**report, "system": None}, REPORT_SCHEMA)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**report, "system": {**SYSTEM, "kfd": "yes"}}, REPORT_SCHEMA)
-    jsonschema.validate(gpu_report(), REPORT_SCHEMA)  # the stand-in is a valid report
+    # The schema-3 stand-in is a valid report once it has schema 4's rocm_wheels.
+    jsonschema.validate({**gpu_report(), "schema_version": 4, "rocm_wheels": None}, REPORT_SCHEMA)
 
 
 def test_fleet_report_reads_schema_3_and_older_reports(

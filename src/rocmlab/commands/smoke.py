@@ -7,13 +7,24 @@ import argparse
 from pathlib import Path
 
 from rocmlab import docs_url
-from rocmlab.commands.argtypes import FRACTION, LR, MOMENTUM, POSITIVE_INT, SEED, comma_list
+from rocmlab.commands.argtypes import (
+    FRACTION,
+    LR,
+    MOMENTUM,
+    POSITIVE_INT,
+    SEED,
+    comma_list,
+    number,
+)
 from rocmlab.common import contract
 from rocmlab.common.errors import UsageError
 from rocmlab.common.outputs import writable_output
 from rocmlab.smoke.amp import AMP_CHOICES
 from rocmlab.smoke.gates import DEFAULT_EPOCHS, DEFAULT_RECIPE
 from rocmlab.smoke.report import load_doctor_document, trace_path_for
+from rocmlab.smoke.rocm_wheels import ROCM_SDK_TIMEOUT
+
+ROCM_SDK_SECONDS = number(float, 1.0, 3600.0, "seconds between 1 and 3600")
 
 NAME = "smoke"
 EXIT_CODES = contract.exit_codes_help(NAME)
@@ -152,6 +163,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="embed this `rocmlab doctor --json` document in the report under 'doctor'",
     )
+    smoke.add_argument(
+        "--rocm-sdk-timeout",
+        type=ROCM_SDK_SECONDS,
+        default=ROCM_SDK_TIMEOUT,
+        metavar="SECONDS",
+        help="when the venv has ROCm wheels: how long `rocm-sdk test` may run before it is "
+        "stopped and fails (default: %(default)g)",
+    )
     smoke.set_defaults(func=run)
 
 
@@ -190,5 +209,6 @@ def run(args: argparse.Namespace) -> int:
         doctor=doctor,
         model=args.model,
         techniques=args.techniques,
+        rocm_sdk_timeout=args.rocm_sdk_timeout,
     )
     return run_smoke(options)

@@ -129,12 +129,27 @@ def check_rocm_release(ctx: Context) -> Result:
             "`update-alternatives --display core` shows the selection",
             evidence + list(rocm.problems),
         )
+    wheels = ctx.rocm_wheels()
+    venv = ""
+    if wheels is not None:
+        devices = ", ".join(wheels.devices) or "no device package"
+        evidence.append(f"this venv: rocm-sdk-core {wheels.version} ({devices})")
+        other = major_minor(wheels.version) != rocm.release
+        venv = f"; this venv carries ROCm {wheels.version} from wheels" + (
+            ", another release: its frameworks load the venv's" if rocm.release and other else ""
+        )
     if rocm.line == "core":
-        return passed(f"AMD's {rocm.said}", evidence)
+        return passed(f"AMD's {rocm.said}{venv}", evidence)
     if rocm.amd:
-        return passed(f"AMD's ROCm {rocm.amd}", evidence)
+        return passed(f"AMD's ROCm {rocm.amd}{venv}", evidence)
     if rocm.distro:
-        return passed(f"the distribution's ROCm {rocm.distro} (rocminfo package)", evidence)
+        return passed(f"the distribution's ROCm {rocm.distro} (rocminfo package){venv}", evidence)
+    if wheels is not None:
+        return passed(
+            f"ROCm {wheels.version} from wheels in this venv (no system ROCm: none is needed "
+            "beside the driver; rocminfo and clinfo are not installed)",
+            evidence,
+        )
     return warned(
         "no ROCm user space installed (no /opt/rocm/.info/version, no rocm-core or rocminfo "
         "package): rocminfo and clinfo are missing; PyTorch's wheels bring their own runtime",
@@ -172,6 +187,14 @@ def check_torch_build(ctx: Context) -> Result:
             _torch_fix(release),
         )
     hip = major_minor(torch.hip) or torch.hip
+    wheels = ctx.rocm_wheels()
+    if wheels is not None and major_minor(wheels.version) == hip:
+        other = release not in (None, hip)
+        host = f"; the host's ROCm {release} is another release" if other else ""
+        return passed(
+            f"torch {torch.version} built for ROCm {hip} (HIP {torch.hip}), as this venv's ROCm "
+            f"{wheels.version} from wheels{host}"
+        )
     if release is None:
         return passed(
             f"torch {torch.version} built for ROCm {hip} (HIP {torch.hip}); no ROCm installed "

@@ -12,6 +12,7 @@ import os
 import pwd
 import selectors
 import shutil
+import signal
 import subprocess
 import time
 import warnings
@@ -19,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocmlab.common import rocm_installed
+from rocmlab.common import rocm_installed, rocm_wheels
 from rocmlab.common.hostread import KIB, MIB, HostRead, describe_limit, read_bounded
 
 # Seconds a probed command may take (clinfo on a hung GPU can block), and how long to wait for
@@ -55,12 +56,19 @@ class CommandResult:
 CommandRunner = Callable[[Sequence[str]], "CommandResult | None"]
 
 
-def run_command(argv: Sequence[str]) -> CommandResult | None:
+def run_command(
+    argv: Sequence[str], timeout: float | None = None, tail: int | None = None
+) -> CommandResult | None:
     """Run a probe command on this machine; None when it is not installed.
 
     Bounded: at most OUTPUT_LIMIT bytes of stdout and STDERR_LIMIT of stderr are kept (a command
-    that prints more is stopped, and its result says so), and it may take COMMAND_TIMEOUT s.
+    that prints more is stopped, and its result says so), and it may take ``timeout`` s
+    (default COMMAND_TIMEOUT). With ``tail`` the command runs on and the last ``tail`` bytes of
+    its stdout are kept instead (``truncated`` when more came); a command that runs out of time
+    then keeps what it printed before. Never through a shell; the command and its children are
+    killed together (its own session) when they run out of time.
     """
+    timeout = COMMAND_TIMEOUT if timeout is None else timeout
     if shutil.which(argv[0]) is None:
         return None
     try:
@@ -69,58 +77,73 @@ def run_command(argv: Sequence[str]) -> CommandResult | None:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            start_new_session=True,
         )
     except OSError as exc:
         return CommandResult(126, "", str(exc))
     started = time.monotonic()
     try:
-        out, err, finished, cut = _bounded_output(process, COMMAND_TIMEOUT)
+        out, err, finished, cut = _bounded_output(process, timeout, tail)
+    except BaseException:  # interrupted: the command does not outlive the wait for it
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+        raise
     finally:
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
     stdout = out.decode("utf-8", errors="replace")
     stderr = err.decode("utf-8", errors="replace")
-    if finished and not cut:
+    if finished and (not cut or tail):
         # Both pipes ended; the command may still be running (a child kept them open).
         try:
-            code = process.wait(max(0.1, COMMAND_TIMEOUT - (time.monotonic() - started)))
+            code = process.wait(max(0.1, timeout - (time.monotonic() - started)))
         except subprocess.TimeoutExpired:
             finished = False
         else:
-            return CommandResult(code, stdout, stderr)
+            return CommandResult(code, stdout, stderr, truncated=cut)
+    with contextlib.suppress(OSError):
+        os.killpg(process.pid, signal.SIGKILL)
     process.kill()
     # Never wait without a bound: a command stuck in the kernel (a hung GPU) ignores SIGKILL
     # until it leaves there; it is left to end on its own.
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(KILL_WAIT)
     if not finished:
-        why = f"{argv[0]} did not finish within {COMMAND_TIMEOUT:g} s"
-        return CommandResult(124, "", why)
+        why = f"{argv[0]} did not finish within {timeout:g} s"
+        return CommandResult(124, stdout if tail else "", why, truncated=cut)
     # It printed more than OUTPUT_LIMIT: what came up to the bound is kept, the rest not read.
     return CommandResult(0, stdout, stderr, truncated=True)
 
 
 def _bounded_output(
-    process: subprocess.Popen[bytes], timeout: float
+    process: subprocess.Popen[bytes], timeout: float, tail: int | None = None
 ) -> tuple[bytes, bytes, bool, bool]:
-    """(stdout, stderr, whether both ended in time, whether stdout passed OUTPUT_LIMIT)."""
+    """(stdout, stderr, whether both ended in time, whether stdout passed its bound: OUTPUT_LIMIT,
+    or with ``tail`` that many bytes, of which the last are kept)."""
     assert process.stdout is not None and process.stderr is not None
-    limits = {process.stdout: OUTPUT_LIMIT, process.stderr: STDERR_LIMIT}
+    limits = {process.stdout: tail or OUTPUT_LIMIT, process.stderr: STDERR_LIMIT}
     data: dict[object, bytearray] = {process.stdout: bytearray(), process.stderr: bytearray()}
     deadline = time.monotonic() + timeout
+    cut = False
     with selectors.DefaultSelector() as selector:
         for stream in limits:
             selector.register(stream, selectors.EVENT_READ)
         while selector.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
-                return bytes(data[process.stdout]), bytes(data[process.stderr]), False, False
+                return bytes(data[process.stdout]), bytes(data[process.stderr]), False, cut
             for key, _unused in selector.select(left):
                 stream = key.fileobj
                 chunk = os.read(key.fd, 64 * KIB)
                 if not chunk:
                     selector.unregister(stream)
+                    continue
+                if tail and stream is process.stdout:
+                    data[stream] += chunk
+                    if len(data[stream]) > tail:
+                        del data[stream][:-tail]
+                        cut = True
                     continue
                 room = limits[stream] - len(data[stream])
                 data[stream] += chunk[: max(room, 0)]
@@ -128,7 +151,7 @@ def _bounded_output(
                     if stream is process.stdout:
                         return bytes(data[process.stdout]), bytes(data[process.stderr]), True, True
                     selector.unregister(stream)  # more stderr than we keep: the rest is dropped
-    return bytes(data[process.stdout]), bytes(data[process.stderr]), True, False
+    return bytes(data[process.stdout]), bytes(data[process.stderr]), True, cut
 
 
 # The commands the checks run, and the file name each one's output has in a recorded folder.
@@ -255,11 +278,14 @@ class Context:
     kernel_log: KernelLog | None = None
     torch_probe: Callable[[], TorchInfo] = probe_torch
     expect_gpus: int | None = None
+    # This environment's ROCm from wheels (rocm_wheels.installed: the interpreter's venv).
+    wheels_probe: Callable[[], rocm_wheels.RocmWheels | None] = rocm_wheels.installed
     # The host files that were refused (not regular files) or cut at their bound, by path.
     unread: dict[str, HostRead] = field(default_factory=dict)
     _torch: TorchInfo | None = field(default=None, repr=False)
     _dpkg: dict[str, dict[str, str]] | None = field(default=None, repr=False)
     _rocm: dict | None = field(default=None, repr=False)
+    _wheels: tuple[rocm_wheels.RocmWheels | None] | None = field(default=None, repr=False)
 
     def sys(self, *parts: str) -> Path:
         """A path under the sysfs root."""
@@ -299,6 +325,12 @@ class Context:
         if self._torch is None:
             self._torch = self.torch_probe()
         return self._torch
+
+    def rocm_wheels(self) -> rocm_wheels.RocmWheels | None:
+        """The ROCm wheels of the venv the doctor runs in, None without them; read once."""
+        if self._wheels is None:
+            self._wheels = (self.wheels_probe(),)
+        return self._wheels[0]
 
     def groups(self) -> dict[str, Group]:
         """/etc/group by name."""

@@ -34,7 +34,7 @@ from rocmlab.fleet.fields import (
     shape_of,
 )
 
-SMOKE_SCHEMAS = (1, 2, 3)
+SMOKE_SCHEMAS = (1, 2, 3, 4)
 CHECK_STATUSES = ("pass", "warn", "fail", "skip", "error")
 ROLLOUT_STATES = (
     "ready", "failed", "quarantined", "rolled_back", "unreachable", "skipped", "not_run",
@@ -198,8 +198,9 @@ def _read_smoke_fields(doc: Any) -> None:
 
 
 def read_smoke_report(doc: Any) -> dict[str, Any]:
-    """A ``rocmlab smoke --json`` report of schema 1, 2 or 3 (3 adds ``system``, which the fleet
-    report does not read), with the keys the fleet report uses."""
+    """A ``rocmlab smoke --json`` report of schema 1 to 4, with the keys the fleet report uses:
+    of schema 3's ``system`` its ROCm release (``system_rocm``), of schema 4's ``rocm_wheels``
+    the venv's ROCm release from wheels (``rocm_wheels``)."""
     version = _schema_version(doc, SMOKE_SCHEMAS)
     if not (_SMOKE_FIELDS.fits(doc) and doc["backend"] in _BACKENDS):
         _read_smoke_fields(doc)
@@ -222,9 +223,29 @@ def read_smoke_report(doc: Any) -> dict[str, Any]:
         profile = get(doc, "profile", "object", "null")
         if profile is not None:
             kept["profile"] = {"trace": get(profile, "trace", "string", where="profile.")}
+    if version >= 3:
+        system = get(doc, "system", "object", "null")
+        if system is not None:
+            kept["system_rocm"] = _release_text(system, "rocm_release", "system.")
+    if version >= 4:
+        wheels = get(doc, "rocm_wheels", "object", "null")
+        if wheels is not None:
+            kept["rocm_wheels"] = _release_text(wheels, "package_version", "rocm_wheels.")
     if passed:
         _passed_as_it_says(doc, checks)
     return kept
+
+
+def _release_text(record: dict[str, Any], key: str, where: str) -> str | None:
+    """A ROCm release a report names (the system's, the venv's wheels'): a string of at most
+    MAX_RELEASE_CHARS, or null."""
+    release = get(record, key, "string", "null", where=where)
+    if release is not None and len(release) > MAX_RELEASE_CHARS:
+        raise RecordError(
+            f"'{where}{key}' is {len(release)} characters: longer than any ROCm release "
+            f"({MAX_RELEASE_CHARS} at most)"
+        )
+    return release
 
 
 def _passed_as_it_says(doc: dict[str, Any], checks: list[Any]) -> None:

@@ -21,7 +21,9 @@ FLEET_SCHEMA_VERSION = 1
 DEFAULT_SLOW_FRACTION = 0.7
 # Versions compared across the fleet for drift: field -> where it comes from.
 DRIFT_FIELDS = {
-    "rocm": "rollout rocm.installed, else preflight facts.rocm_version",
+    "rocm": "rollout rocm.installed, else preflight facts.rocm_version, else smoke report "
+    "system.rocm_release",
+    "rocm_wheels": "smoke report rocm_wheels.package_version (the venv's ROCm from wheels)",
     "torch": "smoke report torch_version",
     "hip": "smoke report hip_version",
     "kernel": "preflight facts.kernel",
@@ -110,6 +112,7 @@ def host_entry(
         "distribution": facts.get("distribution"),
         "versions": {
             "rocm": installed_rocm(rec),
+            "rocm_wheels": report.get("rocm_wheels"),
             "torch": report.get("torch_version"),
             "hip": report.get("hip_version"),
             "kernel": facts.get("kernel"),
@@ -142,12 +145,15 @@ def release(text: str | None) -> str | None:
 
 
 def installed_rocm(rec: HostRecords) -> str | None:
-    """The ROCm release read from the host: after its change (the rollout record, AMD's source),
-    else before the rollout (the preflight record: AMD's or the distribution's)."""
+    """The system's ROCm release read from the host: after its change (the rollout record, AMD's
+    source), else before the rollout (the preflight record: AMD's or the distribution's), else
+    what the smoke job found on the machine (its report's ``system``, schema 3 on)."""
     rocm = (rec.rollout or {}).get("rocm")
     if rocm is not None:
         return rocm["installed"]
-    return (rec.preflight or {}).get("facts", {}).get("rocm_version")
+    if rec.preflight is not None:
+        return rec.preflight.get("facts", {}).get("rocm_version")
+    return (rec.report or {}).get("system_rocm")
 
 
 def release_differs(rollout: dict[str, Any] | None) -> str | None:

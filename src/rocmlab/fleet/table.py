@@ -15,9 +15,11 @@ from rocmlab.fleet.text import (
     health_text,
     key_figures,
     known_good_text,
+    rocm_text,
     short_flags,
     shows_health,
     shows_known_good,
+    shows_rocm_wheels,
 )
 
 DETAIL_WIDTH = 120
@@ -33,8 +35,9 @@ def _clip(text: str, width: int) -> str:
 
 def table_lines(fleet: dict[str, Any]) -> list[str]:
     """Host, state, the latest health verdict and its age (when there are health reports), the
-    known-good release and its age (when a rollout record names one), flags, and the reason (not
-    ready) or the key figures (ready)."""
+    known-good release and its age (when a rollout record names one), the system's and the
+    venv's ROCm (when a smoke report names ROCm from wheels), flags, and the reason (not ready)
+    or the key figures (ready)."""
     hosts = fleet["hosts"]
     names = [for_terminal(h["host"]) for h in hosts]
     width = max([len("HOST"), *(len(name) for name in names)])
@@ -49,12 +52,19 @@ def table_lines(fleet: dict[str, Any]) -> list[str]:
     knowns = [_clip(known_good_text(h), KNOWN_WIDTH) if with_known else "" for h in hosts]
     known_width = max([len("KNOWN-GOOD"), *(len(text) for text in knowns)])
     known_head = f"{'KNOWN-GOOD':<{known_width}}  " if with_known else ""
-    lines = [f"{'HOST':<{width}}  {'STATE':<{state_width}}  {health_head}{known_head}DETAIL"]
-    for host, name, state, health, known in zip(hosts, names, states, healths, knowns, strict=True):
+    with_rocm = shows_rocm_wheels(fleet)
+    rocms = [_clip(rocm_text(h), KNOWN_WIDTH) if with_rocm else "" for h in hosts]
+    rocm_width = max([len("ROCM (SYSTEM, VENV)"), *(len(text) for text in rocms)])
+    rocm_head = f"{'ROCM (SYSTEM, VENV)':<{rocm_width}}  " if with_rocm else ""
+    head = f"{health_head}{known_head}{rocm_head}"
+    lines = [f"{'HOST':<{width}}  {'STATE':<{state_width}}  {head}DETAIL"]
+    rows = zip(hosts, names, states, healths, knowns, rocms, strict=True)
+    for host, name, state, health, known, rocm in rows:
         detail = key_figures(host) if host["ready"] else host["reason"] or ""
         detail = "".join(f"[{flag}] " for flag in short_flags(host)) + detail
         column = f"{health:<{health_width}}  " if with_health else ""
         column += f"{known:<{known_width}}  " if with_known else ""
+        column += f"{rocm:<{rocm_width}}  " if with_rocm else ""
         lines.append(
             f"{name:<{width}}  {state:<{state_width}}  {column}{_clip(detail, DETAIL_WIDTH)}"
         )

@@ -17,7 +17,13 @@ def decodable(name: str) -> str:
     return raw.decode("utf-8", "backslashreplace")
 
 
-DRIFT_NAMES = {"rocm": "ROCm", "torch": "torch", "hip": "HIP", "kernel": "kernel"}
+DRIFT_NAMES = {
+    "rocm": "ROCm",
+    "rocm_wheels": "ROCm wheels",
+    "torch": "torch",
+    "hip": "HIP",
+    "kernel": "kernel",
+}
 
 
 def number(value: float | None, digits: int = 0) -> str:
@@ -134,6 +140,19 @@ def known_good_text(host: dict[str, Any]) -> str:
     if known is None:
         return "\u2014"
     return f"{known_good_release(host)} {age_text(known['age_seconds'])}"
+
+
+def shows_rocm_wheels(fleet: dict[str, Any]) -> bool:
+    """Whether the text table has a ROCm column: some host's smoke report names the venv's ROCm
+    from wheels."""
+    return any(h["versions"]["rocm_wheels"] for h in fleet["hosts"])
+
+
+def rocm_text(host: dict[str, Any]) -> str:
+    """``10.0.0, venv 7.14.0``: the system's ROCm release and the venv's from wheels (an em dash
+    for one that is unknown or absent)."""
+    versions = host["versions"]
+    return f"{versions['rocm'] or chr(0x2014)}, venv {versions['rocm_wheels'] or chr(0x2014)}"
 
 
 def headline(fleet: dict[str, Any]) -> str:

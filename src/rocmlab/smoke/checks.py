@@ -15,6 +15,7 @@ import torch
 
 from rocmlab.common.errors import ExitCode, GpuAbsentError
 from rocmlab.datasets.datadir import load_dataset
+from rocmlab.smoke import rocm_wheels
 from rocmlab.smoke.amp import choose_amp_dtype
 from rocmlab.smoke.gates import (
     Check,
@@ -218,6 +219,10 @@ def run_checks(
         gate, source = _gate(options, options.epochs)
         all_checks.append(loss_check(result.loss_first, result.loss_last).as_dict())
         all_checks.append(accuracy_check(result.test_accuracy, gate, source).as_dict())
+        venv_checks = rocm_wheels.checks(
+            report["rocm_wheels"], info.gfx_arch, info.env, info.backend
+        )
+        all_checks.extend(check.as_dict() for check in venv_checks)
         passed = all(check["passed"] for check in all_checks)
         report.update(
             passed=passed,

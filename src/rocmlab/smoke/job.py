@@ -11,6 +11,7 @@ import traceback
 from typing import Any
 
 from rocmlab.common.errors import ExitCode, OutputError, RocmlabError
+from rocmlab.smoke import rocm_wheels
 from rocmlab.smoke.interrupt import Interrupted, Phase, interruptible
 from rocmlab.smoke.options import SmokeOptions
 from rocmlab.smoke.report import new_report, summary_lines, write_report
@@ -67,6 +68,11 @@ def _checks(
 ) -> int:
     from rocmlab.torchjob.torch_import import import_torch
 
+    if ctx.is_main:
+        # Before torch: a venv whose ROCm wheels are broken still reports what rocm-sdk says.
+        phase.enter("checking the venv's ROCm wheels (rocm-sdk)")
+        report["rocm_wheels"] = rocm_wheels.probe(options.rocm_sdk_timeout)
+        phase.enter("importing torch")
     import_torch()
     from rocmlab.smoke.checks import run_checks
 

@@ -27,6 +27,7 @@ class SmokeOptions:
     doctor: dict[str, Any] | None = None  # the --doctor-json document
     model: str = "mlp"
     techniques: tuple[str, ...] = ()
+    rocm_sdk_timeout: float = 300.0  # seconds `rocm-sdk test` may take (ROCm wheels only)
 
     def report_fields(self) -> dict[str, Any]:
         """The options as the report records them."""

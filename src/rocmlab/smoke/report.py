@@ -16,9 +16,10 @@ from rocmlab import __version__
 from rocmlab.common import contract
 from rocmlab.common.errors import UsageError
 from rocmlab.common.outputs import finite, write_atomic
+from rocmlab.smoke.rocm_wheels import ROCM_WHEELS_SCHEMA
 from rocmlab.smoke.system import SYSTEM_SCHEMA
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # The choices of --model and --techniques (smoke.model and smoke.techniques implement them) and
 # smoke's exit codes (common.errors.ExitCode, and 128 + the signal's number for SIGINT (130) and
 # SIGTERM (143)); all from the CLI's contract (rocmlab/data/cli_contract.json).
@@ -87,6 +88,8 @@ REPORT_SCHEMA: dict[str, Any] = {
         "host": {"type": "string"},
         # The machine the job ran on (rocmlab.smoke.system), from schema 3.
         "system": SYSTEM_SCHEMA,
+        # The venv's ROCm from wheels (rocmlab.smoke.rocm_wheels), from schema 4.
+        "rocm_wheels": ROCM_WHEELS_SCHEMA,
         "passed": {"type": "boolean"},
         "exit_code": {"enum": EXIT_CODES},
         "error": _STR,
