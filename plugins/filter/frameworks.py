@@ -77,29 +77,119 @@ def _python_ran(python) -> tuple[bool, str, str]:
     return True, version, ""
 
 
-# --- PyTorch ------------------------------------------------------------------------------
+# --- the engine: one plan and one record over a framework's table ---------------------------
+# A framework is a FRAMEWORK dict: its role, its table read as builds (one a release and a ROCm
+# release, with the Python versions its wheels exist for), the plan's fields, and its words
+# (functions of the context C, which holds the settings, the builds, the plan so far and what
+# was found). The table stays where the support catalog points (the role's vars/main.yml).
 
 
-def pytorch_rocm_built_for(releases: dict, rocm_version) -> list[str]:
-    """The torch releases (X.Y) the table builds for this ROCm release, oldest first."""
-    rocm = _major_minor(rocm_version)
-    built = [name for name, row in (releases or {}).items() if rocm in (row.get("rocm") or {})]
-    return sorted(built, key=_release_key)
+def _follow(builds: list, rocm: str) -> str:
+    """The newest release the builds have for ROCm release ROCM ("" where they have none)."""
+    return max((b["release"] for b in builds if b["rocm"] == rocm), key=_release_key, default="")
 
 
-def pytorch_rocm_release(releases: dict, version, rocm_version) -> str:
-    """The torch release (X.Y) a host gets: that of VERSION where one is set (a pin), else the
-    newest release the table builds for this ROCm release ("" where it builds none)."""
-    if str(version or "").strip():
-        return _major_minor(str(version).strip())
-    return (pytorch_rocm_built_for(releases, rocm_version) or [""])[-1]
+def _unique(names) -> list:
+    return list(dict.fromkeys(names))
 
 
-def pytorch_rocm_index(releases: dict, version, rocm_version) -> str:
-    """The wheel index (under pytorch_rocm_index_base_url) of this torch and ROCm release (VERSION
-    empty: the torch release that follows it), or "" where the table has none."""
-    row = (releases or {}).get(pytorch_rocm_release(releases, version, rocm_version)) or {}
-    return str((row.get("rocm") or {}).get(_major_minor(rocm_version), ""))
+def _engine_plan(framework: dict, settings: dict, python: dict | None) -> dict:
+    """What a framework's role installs, or why it refuses to (the first refusal that applies)."""
+    builds = framework["builds"](settings["releases"])
+    pinned = str(settings["version"] or "").strip()
+    rocm = _major_minor(settings["rocm_version"])
+    # The table's release a host gets: the pin's, else the newest built for the ROCm release.
+    release = framework["pin"](pinned) if pinned else _follow(builds, rocm)
+    c = {
+        "role": framework["role"],
+        "settings": settings,
+        "builds": builds,
+        "pinned": pinned,
+        "rocm": rocm,
+        "release": release,
+        "build": next((b for b in builds if (b["release"], b["rocm"]) == (release, rocm)), None),
+    }
+    c["version"] = framework["version"](c)
+    plan = {"refusal": "", **framework["fields"](c), "python_found": None, "downloads": []}
+    c["plan"] = plan
+    plan["refusal"] = _refusal(framework, c, python)
+    if not plan["refusal"] and c["found"]:
+        _found(framework, c)
+    return plan
+
+
+def _refusal(framework: dict, c: dict, python: dict | None) -> str:
+    """The first refusal that applies to the plan in C ("" when none does); sets C's "found"."""
+    words, builds, role, c["found"] = framework["words"], c["builds"], c["role"], ""
+    wheels = framework["wheels"](c)
+    if not c["pinned"] and wheels and not c["release"]:
+        newest = max((b["rocm"] for b in builds), key=_release_key)
+        c["newest"] = newest
+        return _nothing_to_follow(
+            role, framework["word"], c["rocm"], (newest, _follow(builds, newest))
+        ) + words["follow"](c)
+    keyed_by = framework["keyed_by"]
+    if c["pinned"] and c[keyed_by] not in {b[keyed_by] for b in builds}:
+        return words["unknown"](c)
+    if not wheels:
+        return framework["other_source"](c)
+    if c["build"] is None:
+        return words["misfit"](c)
+    if words["source"](c):
+        return words["source"](c)
+    path = c["path"] = str(c["settings"]["python"])
+    ran, found, why = _python_ran(python)
+    if not ran:
+        return (
+            f"{role}_python: {path} does not run ({why}). Install python3 or point {role}_python"
+            " at an interpreter."
+        )
+    c["found"], c["pyver"], c["pythons"] = found, _major_minor(found), framework["pythons"](c)
+    if c["pyver"] not in c["pythons"]:
+        refusal, c["found"] = words["no_wheels"](c), ""
+        return refusal
+    return ""
+
+
+def _found(framework: dict, c: dict) -> None:
+    """The interpreter found, and the one download of a plan that installs wheels: from the
+    configured index (unless pip reads the wheelhouse alone) and wheelhouse; upstream: where this
+    host would fetch them without a lab cache (role lab_cache fetches them once for its clients)."""
+    plan, name = c["plan"], framework["name"]
+    what, value = framework["found_as"](c)
+    plan["python_found"] = {
+        "path": c["path"],
+        "version": c["found"],
+        what: value,
+        "wheels_for": list(c["pythons"]),
+    }
+    index_url = "" if plan.get("no_index") else plan["index_url"]
+    plan["downloads"] = [
+        entry(
+            "wheels",
+            f"{name} wheels",
+            mirrors=pip_mirrors(name, index_url, plan["find_links"], framework["package"](c)),
+            upstream=framework["upstream"](c),
+            requirements=plan["requirements"],
+            python=c["pyver"],
+            path=c["settings"]["venv"],
+            space="venvs",
+        )
+    ]
+
+
+def _engine_record(framework: dict, plan: dict, probe: dict, gpu_present, require, **where):
+    """The record of what the venv's framework says about itself, and the refusal of one that
+    cannot use an AMD GPU ("" when none applies, or when a ROCm build is not required)."""
+    result = framework["result"](plan, probe, bool(gpu_present), **where)
+    words, refusal = framework["words"], ""
+    if not truthy(require):
+        pass
+    elif not framework["rocm_build"](result):
+        refusal = words["not_rocm"](plan, result)
+    elif result["gpu_present"] and not framework["sees_gpu"](result):
+        refusal = words["no_gpu"](plan, result)
+    return {"result": result, "refusal": refusal}
 
 
 def _nothing_to_follow(role: str, framework: str, rocm: str, newest: tuple[str, str]) -> str:
@@ -119,6 +209,211 @@ def _nothing_to_follow(role: str, framework: str, rocm: str, newest: tuple[str, 
     )
 
 
+# --- PyTorch ------------------------------------------------------------------------------
+
+
+def _torch_builds(releases: dict) -> list[dict]:
+    """The table (torch release -> its ROCm releases and their index) as builds."""
+    return [
+        {"release": str(name), "rocm": str(rocm), "python": list(row.get("python") or [])}
+        | {"index": str(index)}
+        for name, row in (releases or {}).items()
+        for rocm, index in (row.get("rocm") or {}).items()
+    ]
+
+
+def pytorch_rocm_release(releases: dict, version, rocm_version) -> str:
+    """The torch release (X.Y) a host gets: that of VERSION where one is set (a pin), else the
+    newest release the table builds for this ROCm release ("" where it builds none)."""
+    if str(version or "").strip():
+        return _major_minor(str(version).strip())
+    return _follow(_torch_builds(releases), _major_minor(rocm_version))
+
+
+def pytorch_rocm_index(releases: dict, version, rocm_version) -> str:
+    """The wheel index (under pytorch_rocm_index_base_url) of this torch and ROCm release (VERSION
+    empty: the torch release that follows it), or "" where the table has none."""
+    row = (releases or {}).get(pytorch_rocm_release(releases, version, rocm_version)) or {}
+    return str((row.get("rocm") or {}).get(_major_minor(rocm_version), ""))
+
+
+def _torch_fields(c: dict) -> dict:
+    settings, release = c["settings"], c["release"]
+    torchvision = str((settings["releases"].get(release) or {}).get("torchvision", ""))
+    wants_torchvision = truthy(settings["torchvision"])
+    return {
+        "source": settings["source"],
+        "version": c["version"],
+        "pinned": bool(c["pinned"]),
+        "release": release,
+        "rocm": c["rocm"],
+        "rocm_version": str(settings["rocm_version"]),
+        "index": c["build"]["index"] if c["build"] else "",
+        "index_base_url": str(settings["index_base_url"]),
+        "index_url": str(settings["index_url"]),
+        "find_links": str(settings["find_links"]),
+        "torchvision": torchvision,
+        "wants_torchvision": wants_torchvision,
+        "requirements": [f"torch=={c['version']}"]
+        + ([f"torchvision=={torchvision}.*"] if wants_torchvision else []),
+        "packages": [],
+    }
+
+
+def _torch_misfit(c: dict) -> str:
+    release, rocm = c["release"], c["rocm"]
+    others = sorted((b["release"] for b in c["builds"] if b["rocm"] == rocm), key=_release_key)
+    fits = (
+        f"Torch releases built for ROCm {rocm}: {_listed(others)}; set"
+        f' pytorch_rocm_version: "" to follow the ROCm release (torch {others[-1]}), or'
+        if others
+        else f"No torch in the table is built for ROCm {rocm}; set"
+    )
+    return (
+        f'pytorch_rocm_version "{c["pinned"]}" does not fit pytorch_rocm_rocm_version'
+        f' "{c["settings"]["rocm_version"]}" (which follows rocm_repo_version by default):'
+        f" torch {release} is built for ROCm"
+        f" {_listed(b['rocm'] for b in c['builds'] if b['release'] == release)}. {fits}"
+        f" pytorch_rocm_rocm_version to a ROCm release torch {release} is built for."
+    )
+
+
+def _torch_source(c: dict) -> str:
+    plan = c["plan"]
+    if plan["index_url"] or plan["find_links"]:
+        return ""
+    return (
+        "pytorch_rocm_index_url and pytorch_rocm_find_links are both empty: set at least"
+        " one (PyTorch's ROCm index such as"
+        f" {plan['index_base_url'].rstrip('/')}/rocm6.4, a lab mirror of it, or a"
+        " wheelhouse)."
+    )
+
+
+def _torch_no_wheels(c: dict) -> str:
+    distro, pyver = c["settings"].get("distro_packages"), c["pyver"]
+    others = _unique(b["release"] for b in c["builds"] if pyver in b["python"])
+    return (
+        f"pytorch_rocm_version: torch {c['release']} has no wheels for Python {c['found']}"
+        f" ({c['path']}); its wheels are for Python {_listed(c['pythons'])}. torch releases"
+        f" with wheels for Python {pyver}: {_listed(others) or 'none in the table'}. "
+        + (
+            f"This distribution packages PyTorch itself ({distro['torch']}, a CPU"
+            " build): pytorch_rocm_source: distro. "
+            if distro
+            else ""
+        )
+        + "Or set pytorch_rocm_python to an interpreter of a supported version."
+    )
+
+
+def _torch_distro(c: dict) -> str:
+    """The distribution's packages (pytorch_rocm_source: distro), or the refusal."""
+    plan, settings = c["plan"], c["settings"]
+    distro = settings.get("distro_packages")
+    if not distro:
+        return (
+            f'pytorch_rocm_source: "distro" is not available on {settings["distribution"]}:'
+            " no packaged PyTorch is known there (known: Debian 13, python3-torch). Use"
+            " pytorch_rocm_source: pip."
+        )
+    plan["packages"] = [distro["torch"]] + (
+        [distro["torchvision"]] if plan["wants_torchvision"] else []
+    )
+    plan["downloads"] = [entry("apt", "PyTorch packages", requirements=plan["packages"])]
+    return ""
+
+
+def _torch_result(plan: dict, probe: dict, gpu_present: bool, interpreter: str, venv: str):
+    pip = plan["source"] == "pip"
+    hip, cuda = probe.get("hip_version"), probe.get("cuda_version")
+    return {
+        "source": plan["source"],
+        "venv": venv if pip else None,
+        "python": interpreter,
+        "python_version": probe.get("python"),
+        "torch_version": probe.get("torch_version"),
+        # What was asked: a pin (X.Y.Z), or X.Y.* where torch follows the ROCm release.
+        "torch_requested": plan["version"] if pip else None,
+        "torchvision_version": (probe.get("dists") or {}).get("torchvision"),
+        "hip_version": hip,
+        "cuda_version": cuda,
+        "cuda_available": probe.get("cuda_available"),
+        "gpu_present": gpu_present,
+        "build": "rocm" if hip else ("cuda" if cuda else "cpu"),
+        "index_url": _masked(plan["index_url"]) if pip else "",
+        "find_links": _masked(plan["find_links"]) if pip else "",
+    }
+
+
+def _torch_not_rocm(plan: dict, result: dict) -> str:
+    came_from = (
+        f"It came from {result['index_url'] or 'no index'}"
+        + (f" + {result['find_links']}" if result["find_links"] else "")
+        + "; point pytorch_rocm_index_url at PyTorch's ROCm index"
+        f" ({plan['index_base_url']}/{plan['index']}) or the wheelhouse at ROCm wheels. "
+        if plan["source"] == "pip"
+        else "The distribution packages PyTorch without ROCm: use pytorch_rocm_source: pip. "
+    )
+    return (
+        f"pytorch_rocm: {result['python']} has torch {result['torch_version']}, a"
+        f" {result['build'].upper()} build (torch.version.hip: {result['hip_version'] or 'None'},"
+        f" torch.version.cuda: {result['cuda_version'] or 'None'}). It cannot use an AMD GPU:"
+        f" only a ROCm build (torch.version.hip set) can. {came_from}On a host without an AMD GPU"
+        " (CI), set pytorch_rocm_require_rocm_build: false."
+    )
+
+
+PYTORCH = {
+    "role": "pytorch_rocm",
+    "name": "PyTorch",
+    "word": "torch",
+    "builds": _torch_builds,
+    # A pin (X.Y.Z) asks for its release (X.Y); the table is keyed by release.
+    "pin": _major_minor,
+    "keyed_by": "release",
+    # Not pinned: the newest patch release of the torch release that follows ROCm.
+    "version": lambda c: c["pinned"] or (f"{c['release']}.*" if c["release"] else ""),
+    "fields": _torch_fields,
+    "wheels": lambda c: c["settings"]["source"] == "pip",
+    "other_source": _torch_distro,
+    "pythons": lambda c: c["build"]["python"],
+    "found_as": lambda c: ("torch", c["release"]),
+    "package": lambda c: "torch",
+    "upstream": lambda c: {
+        "index_url": f"{c['plan']['index_base_url']}/{c['plan']['index']}",
+        "find_links": "",
+    },
+    "result": _torch_result,
+    "rocm_build": lambda result: result["build"] == "rocm",
+    "sees_gpu": lambda result: truthy(result["cuda_available"]),
+    "words": {
+        "follow": lambda c: (
+            f' Set pytorch_rocm_rocm_version: "{c["newest"]}" (docs/core-sdk.md: the wheels'
+            " bring their own ROCm libraries), or leave PyTorch out of the run (--skip-tags"
+            " pytorch_rocm)."
+        ),
+        "unknown": lambda c: (
+            f"pytorch_rocm_version: torch {c['pinned']} is not in the table of ROCm builds"
+            " (roles/pytorch_rocm/vars/main.yml). Known releases:"
+            f" {_listed(_unique(b['release'] for b in c['builds']))}. Leave pytorch_rocm_version"
+            " empty to get the newest torch built for the ROCm release."
+        ),
+        "misfit": _torch_misfit,
+        "source": _torch_source,
+        "no_wheels": _torch_no_wheels,
+        "not_rocm": _torch_not_rocm,
+        "no_gpu": lambda plan, result: (
+            f"pytorch_rocm: this host has /dev/kfd, but torch {result['torch_version']} (HIP"
+            f" {result['hip_version']}) says torch.cuda.is_available() is False. Check that the"
+            f" kernel driver matches ROCm {plan['rocm_version']} (within two releases), and run"
+            " rocminfo: a GPU it lists as unsupported needs the gfx_override role"
+            " (HSA_OVERRIDE_GFX_VERSION)."
+        ),
+    },
+}
+
+
 def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
     """What pytorch_rocm installs, or why it refuses to.
 
@@ -126,138 +421,7 @@ def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
     (bool), index_url, find_links, index_base_url, python (the interpreter's path), venv, releases
     (vars/main.yml's table), distro_packages ({torch, torchvision} or None where the distribution
     packages no PyTorch), distribution ("Debian 12.8"). PYTHON: see the module's doc (pip only)."""
-    releases = settings["releases"]
-    pinned = str(settings["version"] or "").strip()
-    source = settings["source"]
-    release = pytorch_rocm_release(releases, pinned, settings["rocm_version"])
-    # Not pinned: the newest patch release of the torch release that follows ROCm.
-    version = pinned or (f"{release}.*" if release else "")
-    rocm = _major_minor(settings["rocm_version"])
-    row = releases.get(release) or {}
-    index = pytorch_rocm_index(releases, version, settings["rocm_version"])
-    torchvision = str(row.get("torchvision", ""))
-    wants_torchvision = truthy(settings["torchvision"])
-    requirements = [f"torch=={version}"] + (
-        [f"torchvision=={torchvision}.*"] if wants_torchvision else []
-    )
-    plan = {
-        "refusal": "",
-        "source": source,
-        "version": version,
-        "pinned": bool(pinned),
-        "release": release,
-        "rocm": rocm,
-        "rocm_version": str(settings["rocm_version"]),
-        "index": index,
-        "index_base_url": str(settings["index_base_url"]),
-        "index_url": str(settings["index_url"]),
-        "find_links": str(settings["find_links"]),
-        "torchvision": torchvision,
-        "wants_torchvision": wants_torchvision,
-        "requirements": requirements,
-        "packages": [],
-        "python_found": None,
-        "downloads": [],
-    }
-
-    def refuse(message: str) -> dict:
-        plan["refusal"] = message
-        return plan
-
-    if not pinned and source == "pip" and not release:
-        newest = max((r for row in releases.values() for r in row["rocm"]), key=_release_key)
-        return refuse(
-            _nothing_to_follow(
-                "pytorch_rocm", "torch", rocm, (newest, pytorch_rocm_release(releases, "", newest))
-            )
-            + f' Set pytorch_rocm_rocm_version: "{newest}" (docs/core-sdk.md: the wheels bring'
-            " their own ROCm libraries), or leave PyTorch out of the run (--skip-tags"
-            " pytorch_rocm)."
-        )
-    if pinned and release not in releases:
-        return refuse(
-            f"pytorch_rocm_version: torch {pinned} is not in the table of ROCm builds"
-            f" (roles/pytorch_rocm/vars/main.yml). Known releases: {_listed(releases)}. Leave"
-            " pytorch_rocm_version empty to get the newest torch built for the ROCm release."
-        )
-    if source == "pip":
-        if rocm not in row["rocm"]:
-            others = pytorch_rocm_built_for(releases, rocm)
-            fits = (
-                f"Torch releases built for ROCm {rocm}: {_listed(others)}; set"
-                f' pytorch_rocm_version: "" to follow the ROCm release (torch {others[-1]}), or'
-                if others
-                else f"No torch in the table is built for ROCm {rocm}; set"
-            )
-            return refuse(
-                f'pytorch_rocm_version "{pinned}" does not fit pytorch_rocm_rocm_version'
-                f' "{settings["rocm_version"]}" (which follows rocm_repo_version by default):'
-                f" torch {release} is built for ROCm {_listed(row['rocm'])}. {fits}"
-                f" pytorch_rocm_rocm_version to a ROCm release torch {release} is built for."
-            )
-        if not plan["index_url"] and not plan["find_links"]:
-            return refuse(
-                "pytorch_rocm_index_url and pytorch_rocm_find_links are both empty: set at least"
-                " one (PyTorch's ROCm index such as"
-                f" {plan['index_base_url'].rstrip('/')}/rocm6.4, a lab mirror of it, or a"
-                " wheelhouse)."
-            )
-        path = str(settings["python"])
-        ran, found, why = _python_ran(python)
-        if not ran:
-            return refuse(
-                f"pytorch_rocm_python: {path} does not run ({why}). Install python3 or point"
-                " pytorch_rocm_python at an interpreter."
-            )
-        pyver = _major_minor(found)
-        if pyver not in row["python"]:
-            others = [name for name, r in releases.items() if pyver in r["python"]]
-            distro = settings.get("distro_packages")
-            return refuse(
-                f"pytorch_rocm_version: torch {release} has no wheels for Python {found}"
-                f" ({path}); its wheels are for Python {_listed(row['python'])}. torch releases"
-                f" with wheels for Python {pyver}: {_listed(others) or 'none in the table'}. "
-                + (
-                    f"This distribution packages PyTorch itself ({distro['torch']}, a CPU"
-                    " build): pytorch_rocm_source: distro. "
-                    if distro
-                    else ""
-                )
-                + "Or set pytorch_rocm_python to an interpreter of a supported version."
-            )
-        plan["python_found"] = {
-            "path": path,
-            "version": found,
-            "torch": release,
-            "wheels_for": list(row["python"]),
-        }
-        # From the configured index and wheelhouse; upstream: where this host would fetch its
-        # wheels without a lab cache (role lab_cache fetches them once for its clients there).
-        plan["downloads"] = [
-            entry(
-                "wheels",
-                "PyTorch wheels",
-                mirrors=pip_mirrors("PyTorch", plan["index_url"], plan["find_links"], "torch"),
-                upstream={"index_url": f"{plan['index_base_url']}/{index}", "find_links": ""},
-                requirements=requirements,
-                python=pyver,
-                path=settings["venv"],
-                space="venvs",
-            )
-        ]
-    else:
-        distro = settings.get("distro_packages")
-        if not distro:
-            return refuse(
-                f'pytorch_rocm_source: "distro" is not available on {settings["distribution"]}:'
-                " no packaged PyTorch is known there (known: Debian 13, python3-torch). Use"
-                " pytorch_rocm_source: pip."
-            )
-        plan["packages"] = [distro["torch"]] + (
-            [distro["torchvision"]] if wants_torchvision else []
-        )
-        plan["downloads"] = [entry("apt", "PyTorch packages", requirements=plan["packages"])]
-    return plan
+    return _engine_plan(PYTORCH, settings, python)
 
 
 def _is_version(version: str, wanted: str) -> bool:
@@ -298,52 +462,9 @@ def pytorch_rocm_record(
 ) -> dict:
     """The record of what the interpreter has (fact pytorch_rocm_result, and its JSON file), and
     the refusal of a torch that cannot use an AMD GPU ("" when none applies)."""
-    pip = plan["source"] == "pip"
-    hip, cuda = probe.get("hip_version"), probe.get("cuda_version")
-    result = {
-        "source": plan["source"],
-        "venv": venv if pip else None,
-        "python": interpreter,
-        "python_version": probe.get("python"),
-        "torch_version": probe.get("torch_version"),
-        # What was asked: a pin (X.Y.Z), or X.Y.* where torch follows the ROCm release.
-        "torch_requested": plan["version"] if pip else None,
-        "torchvision_version": (probe.get("dists") or {}).get("torchvision"),
-        "hip_version": hip,
-        "cuda_version": cuda,
-        "cuda_available": probe.get("cuda_available"),
-        "gpu_present": bool(gpu_present),
-        "build": "rocm" if hip else ("cuda" if cuda else "cpu"),
-        "index_url": _masked(plan["index_url"]) if pip else "",
-        "find_links": _masked(plan["find_links"]) if pip else "",
-    }
-    refusal = ""
-    if not truthy(require_rocm_build):
-        pass
-    elif result["build"] != "rocm":
-        came_from = (
-            f"It came from {result['index_url'] or 'no index'}"
-            + (f" + {result['find_links']}" if result["find_links"] else "")
-            + "; point pytorch_rocm_index_url at PyTorch's ROCm index"
-            f" ({plan['index_base_url']}/{plan['index']}) or the wheelhouse at ROCm wheels. "
-            if pip
-            else "The distribution packages PyTorch without ROCm: use pytorch_rocm_source: pip. "
-        )
-        refusal = (
-            f"pytorch_rocm: {interpreter} has torch {result['torch_version']}, a"
-            f" {result['build'].upper()} build (torch.version.hip: {hip or 'None'},"
-            f" torch.version.cuda: {cuda or 'None'}). It cannot use an AMD GPU: only a ROCm build"
-            f" (torch.version.hip set) can. {came_from}On a host without an AMD GPU (CI), set"
-            " pytorch_rocm_require_rocm_build: false."
-        )
-    elif result["gpu_present"] and not truthy(result["cuda_available"]):
-        refusal = (
-            f"pytorch_rocm: this host has /dev/kfd, but torch {result['torch_version']} (HIP"
-            f" {hip}) says torch.cuda.is_available() is False. Check that the kernel driver"
-            f" matches ROCm {plan['rocm_version']} (within two releases), and run rocminfo: a GPU"
-            " it lists as unsupported needs the gfx_override role (HSA_OVERRIDE_GFX_VERSION)."
-        )
-    return {"result": result, "refusal": refusal}
+    return _engine_record(
+        PYTORCH, plan, probe, gpu_present, require_rocm_build, interpreter=interpreter, venv=venv
+    )
 
 
 # --- TensorFlow ---------------------------------------------------------------------------
@@ -379,147 +500,192 @@ def tensorflow_rocm_pin(package, version, rocm_version, releases: dict) -> str:
     return f"{version}.*"
 
 
+def _tf_builds(releases: dict) -> list[dict]:
+    """The table (ROCm release -> the TensorFlow releases AMD builds for it) as builds."""
+    return [
+        {"release": str(version), "rocm": str(rocm), "python": list(row.get("python") or [])}
+        | {"source": row.get("source", "")}
+        for rocm, row in (releases or {}).items()
+        for version in row.get("tensorflow") or []
+    ]
+
+
+def _tf_fields(c: dict) -> dict:
+    settings, version = c["settings"], c["version"]
+    releases, package = settings["releases"], str(settings["package"])
+    row = releases.get(c["rocm"]) or {}
+    dist = tensorflow_rocm_dist(package)
+    pin = tensorflow_rocm_pin(package, version, settings["rocm_version"], releases)
+    exact = pin[:-2] if pin.endswith(".*") else pin
+    return {
+        "package": package,
+        "version": version,
+        "pinned": bool(c["pinned"]),
+        "rocm": c["rocm"],
+        "source": row.get("source", ""),
+        "amd_base_url": str(settings["amd_base_url"]),
+        "dist": dist,
+        "pin": pin,
+        "pin_regex": "^" + re.escape(exact) + ("([.][0-9]+)?$" if pin.endswith(".*") else "$"),
+        # tensorflow-rocm's wheels: the table's; another package's: upstream TensorFlow's.
+        "pythons": list(
+            row.get("python", [])
+            if dist == "tensorflow-rocm"
+            else (settings["upstream_python"] or {}).get(_major_minor(version), [])
+        ),
+        "index_url": str(settings["index_url"]),
+        "find_links": str(settings["find_links"]),
+        "no_index": truthy(settings["no_index"]),
+        "requirements": [f"{package}=={pin}"],
+    }
+
+
+def _tf_unknown(c: dict) -> str:
+    others = [b["rocm"] for b in c["builds"] if b["release"] == c["pinned"]]
+    return (
+        f"tensorflow_rocm_rocm_version: ROCm {c['rocm']} is not in the table of TensorFlow"
+        " builds (roles/tensorflow_rocm/vars/main.yml). Known ROCm releases:"
+        f" {_listed(_unique(b['rocm'] for b in c['builds']))}; those with TensorFlow"
+        f" {c['pinned']} (tensorflow_rocm_version): {_listed(others) or 'none in the table'}."
+    )
+
+
+def _tf_misfit(c: dict) -> str:
+    version, rocm = c["version"], c["rocm"]
+    has = [b["release"] for b in c["builds"] if b["rocm"] == rocm]
+    others = [b["rocm"] for b in c["builds"] if b["release"] == version]
+    return (
+        f'tensorflow_rocm_version "{c["pinned"]}" does not fit tensorflow_rocm_rocm_version'
+        f' "{c["settings"]["rocm_version"]}" (which follows rocm_repo_version by default): ROCm'
+        f" {rocm} has TensorFlow {_listed(has)}; ROCm releases with TensorFlow"
+        f" {version}: {_listed(others) or 'none in the table'}. Set tensorflow_rocm_version:"
+        f' "" to follow the ROCm release (TensorFlow {has[0]}), or'
+        f" tensorflow_rocm_rocm_version to a ROCm release with TensorFlow {version}."
+    )
+
+
+def _tf_source(c: dict) -> str:
+    plan = c["plan"]
+    if not plan["no_index"] or (plan["find_links"] and not plan["index_url"]):
+        return ""
+    return (
+        f"tensorflow_rocm_no_index {c['settings']['no_index']}, tensorflow_rocm_index_url"
+        f' "{_masked(plan["index_url"])}", tensorflow_rocm_find_links'
+        f' "{_masked(plan["find_links"])}": tensorflow_rocm_no_index: true needs a wheelhouse'
+        f" and no index (AMD's is {plan['amd_base_url']}/rocm-rel-X.Y/)."
+    )
+
+
+def _tf_no_wheels(c: dict) -> str:
+    plan, pyver = c["plan"], c["pyver"]
+    if plan["dist"] == "tensorflow-rocm":
+        where = "PyPI" if plan["source"] == "pypi" else "AMD's listing"
+        cp = " (cp310: Ubuntu 22.04, cp312: Ubuntu 24.04)" if plan["source"] == "amd" else ""
+        others = _unique(b["rocm"] for b in c["builds"] if pyver in b["python"])
+        has = (
+            f"{where} has them for Python {_listed(c['pythons'])}{cp}. ROCm releases with"
+            f" tensorflow-rocm wheels for Python {pyver}:"
+            f" {_listed(others) or 'none in the table'}. "
+        )
+    else:
+        has = (
+            f"upstream TensorFlow {_major_minor(plan['version'])} has them for Python"
+            f" {_listed(c['pythons']) or 'none known to the table'}. "
+        )
+    return (
+        f"tensorflow_rocm_python: {plan['package']} {plan['version']} for ROCm {plan['rocm']} has"
+        f" no wheels for Python {c['found']} ({c['path']}); {has}Set tensorflow_rocm_python to an"
+        " interpreter of a supported version."
+    )
+
+
+def _tf_result(plan: dict, probe: dict, gpu_present: bool, venv: str) -> dict:
+    return {
+        "venv": venv,
+        "python": f"{venv}/bin/python",
+        "python_version": probe.get("python"),
+        "package": plan["package"],
+        "package_version": (probe.get("dists") or {}).get(plan["dist"]),
+        "tf_version": probe.get("tf_version"),
+        "built_with_rocm": probe.get("built_with_rocm"),
+        "gpus": probe.get("gpus"),
+        "gpu_present": gpu_present,
+        "rocm_version": plan["rocm"],
+        "index_url": _masked(plan["index_url"]),
+        "find_links": _masked(plan["find_links"]),
+        "no_index": plan["no_index"],
+    }
+
+
+def _tf_not_rocm(plan: dict, result: dict) -> str:
+    where = (
+        "PyPI"
+        if plan["source"] == "pypi"
+        else f"AMD's wheels ({plan['amd_base_url']}/rocm-rel-{plan['rocm']}/)"
+    )
+    return (
+        f"tensorflow_rocm: {result['python']} has {plan['package']} {result['tf_version']},"
+        " which is not built with ROCm (tf.test.is_built_with_rocm() is False). It cannot use"
+        f" an AMD GPU. Install tensorflow-rocm (tensorflow_rocm_package) from {where} or a"
+        " wheelhouse holding them. On a host without an AMD GPU (CI), set"
+        " tensorflow_rocm_require_rocm_build: false."
+    )
+
+
+TENSORFLOW = {
+    "role": "tensorflow_rocm",
+    "name": "TensorFlow",
+    "word": "TensorFlow",
+    "builds": _tf_builds,
+    # A pin (X.Y.Z) is the version itself; the table is keyed by ROCm release.
+    "pin": str,
+    "keyed_by": "rocm",
+    "version": lambda c: c["release"],
+    "fields": _tf_fields,
+    "wheels": lambda c: True,
+    "other_source": None,
+    "pythons": lambda c: c["plan"]["pythons"],
+    "found_as": lambda c: ("package", f"{c['plan']['package']} {c['version']}"),
+    "package": lambda c: c["plan"]["package"],
+    # AMD's listing; PyPI's releases from the index alone.
+    "upstream": lambda c: {
+        "index_url": "",
+        "find_links": tensorflow_rocm_defaults(
+            c["settings"]["releases"], c["rocm"], c["settings"]["amd_base_url"]
+        )["find_links"],
+    },
+    "result": _tf_result,
+    "rocm_build": lambda result: truthy(result["built_with_rocm"]),
+    "sees_gpu": lambda result: bool(result["gpus"]),
+    "words": {
+        "follow": lambda c: (
+            f" Known ROCm releases: {_listed(_unique(b['rocm'] for b in c['builds']))}. Set"
+            f' tensorflow_rocm_rocm_version: "{c["newest"]}" (docs/core-sdk.md), or leave'
+            " TensorFlow off (tensorflow_rocm_enabled: false)."
+        ),
+        "unknown": _tf_unknown,
+        "misfit": _tf_misfit,
+        "source": _tf_source,
+        "no_wheels": _tf_no_wheels,
+        "not_rocm": _tf_not_rocm,
+        "no_gpu": lambda plan, result: (
+            f"tensorflow_rocm: this host has /dev/kfd, but TensorFlow {result['tf_version']} lists"
+            " no GPU (tf.config.list_physical_devices('GPU') is empty). Check that the kernel"
+            f" driver matches ROCm {plan['rocm']} and that the user space TensorFlow needs is"
+            " installed (role rocm_packages), and run rocminfo: a GPU it lists as unsupported"
+            " needs the gfx_override role (HSA_OVERRIDE_GFX_VERSION)."
+        ),
+    },
+}
+
+
 def tensorflow_rocm_plan(settings: dict, python: dict | None = None) -> dict:
     """What tensorflow_rocm installs, or why it refuses to (only called while it is enabled).
 
     SETTINGS: rocm_version, version, package, python (the interpreter's path), index_url,
     find_links, no_index, amd_base_url, venv, releases and upstream_python (vars/main.yml's
     tables). PYTHON: see the module's doc."""
-    releases = settings["releases"]
-    pinned = str(settings["version"] or "").strip()
-    package = str(settings["package"])
-    rocm = _major_minor(settings["rocm_version"])
-    row = releases.get(rocm) or {}
-    # Not pinned: the newest TensorFlow the table pairs with the ROCm release.
-    version = pinned or str((row.get("tensorflow") or [""])[0])
-    dist = tensorflow_rocm_dist(package)
-    is_rocm_package = dist == "tensorflow-rocm"
-    release = _major_minor(version)
-    pin = tensorflow_rocm_pin(package, version, settings["rocm_version"], releases)
-    exact = pin[:-2] if pin.endswith(".*") else pin
-    pythons = list(
-        row.get("python", [])
-        if is_rocm_package
-        else (settings["upstream_python"] or {}).get(release, [])
-    )
-    defaults = tensorflow_rocm_defaults(
-        releases, settings["rocm_version"], settings["amd_base_url"]
-    )
-    requirements = [f"{package}=={pin}"]
-    plan = {
-        "refusal": "",
-        "package": package,
-        "version": version,
-        "pinned": bool(pinned),
-        "rocm": rocm,
-        "source": row.get("source", ""),
-        "amd_base_url": str(settings["amd_base_url"]),
-        "dist": dist,
-        "pin": pin,
-        "pin_regex": "^" + re.escape(exact) + ("([.][0-9]+)?$" if pin.endswith(".*") else "$"),
-        "pythons": pythons,
-        "index_url": str(settings["index_url"]),
-        "find_links": str(settings["find_links"]),
-        "no_index": truthy(settings["no_index"]),
-        "requirements": requirements,
-        "python_found": None,
-        "downloads": [],
-    }
-
-    def refuse(message: str) -> dict:
-        plan["refusal"] = message
-        return plan
-
-    if rocm not in releases and pinned:
-        others = [name for name, r in releases.items() if pinned in r["tensorflow"]]
-        return refuse(
-            f"tensorflow_rocm_rocm_version: ROCm {rocm} is not in the table of TensorFlow builds"
-            f" (roles/tensorflow_rocm/vars/main.yml). Known ROCm releases: {_listed(releases)};"
-            f" those with TensorFlow {pinned} (tensorflow_rocm_version):"
-            f" {_listed(others) or 'none in the table'}."
-        )
-    if rocm not in releases:
-        newest = max(releases, key=_release_key)
-        return refuse(
-            _nothing_to_follow(
-                "tensorflow_rocm", "TensorFlow", rocm, (newest, releases[newest]["tensorflow"][0])
-            )
-            + f" Known ROCm releases: {_listed(releases)}. Set tensorflow_rocm_rocm_version:"
-            f' "{newest}" (docs/core-sdk.md), or leave TensorFlow off (tensorflow_rocm_enabled:'
-            " false)."
-        )
-    if version not in row["tensorflow"]:
-        others = [name for name, r in releases.items() if version in r["tensorflow"]]
-        return refuse(
-            f'tensorflow_rocm_version "{pinned}" does not fit tensorflow_rocm_rocm_version'
-            f' "{settings["rocm_version"]}" (which follows rocm_repo_version by default): ROCm'
-            f" {rocm} has TensorFlow {_listed(row['tensorflow'])}; ROCm releases with TensorFlow"
-            f" {version}: {_listed(others) or 'none in the table'}. Set tensorflow_rocm_version:"
-            f' "" to follow the ROCm release (TensorFlow {row["tensorflow"][0]}), or'
-            f" tensorflow_rocm_rocm_version to a ROCm release with TensorFlow {version}."
-        )
-    if plan["no_index"] and not (plan["find_links"] and not plan["index_url"]):
-        return refuse(
-            f"tensorflow_rocm_no_index {settings['no_index']}, tensorflow_rocm_index_url"
-            f' "{_masked(plan["index_url"])}", tensorflow_rocm_find_links'
-            f' "{_masked(plan["find_links"])}": tensorflow_rocm_no_index: true needs a wheelhouse'
-            f" and no index (AMD's is {plan['amd_base_url']}/rocm-rel-X.Y/)."
-        )
-    path = str(settings["python"])
-    ran, found, why = _python_ran(python)
-    if not ran:
-        return refuse(
-            f"tensorflow_rocm_python: {path} does not run ({why}). Install python3 or point"
-            " tensorflow_rocm_python at an interpreter."
-        )
-    pyver = _major_minor(found)
-    if pyver not in pythons:
-        if is_rocm_package:
-            where = "PyPI" if row["source"] == "pypi" else "AMD's listing"
-            cp = " (cp310: Ubuntu 22.04, cp312: Ubuntu 24.04)" if row["source"] == "amd" else ""
-            others = [name for name, r in releases.items() if pyver in r["python"]]
-            has = (
-                f"{where} has them for Python {_listed(pythons)}{cp}. ROCm releases with"
-                f" tensorflow-rocm wheels for Python {pyver}:"
-                f" {_listed(others) or 'none in the table'}. "
-            )
-        else:
-            has = (
-                f"upstream TensorFlow {release} has them for Python"
-                f" {_listed(pythons) or 'none known to the table'}. "
-            )
-        return refuse(
-            f"tensorflow_rocm_python: {package} {version} for ROCm {rocm} has no wheels for"
-            f" Python {found} ({path}); {has}Set tensorflow_rocm_python to an interpreter of a"
-            " supported version."
-        )
-    plan["python_found"] = {
-        "path": path,
-        "version": found,
-        "package": f"{package} {version}",
-        "wheels_for": pythons,
-    }
-    # From the configured index (unless pip reads the wheelhouse alone) and wheelhouse;
-    # upstream: where this host would fetch its wheels without a lab cache (AMD's listing; PyPI's
-    # releases from the index alone).
-    plan["downloads"] = [
-        entry(
-            "wheels",
-            "TensorFlow wheels",
-            mirrors=pip_mirrors(
-                "TensorFlow",
-                "" if plan["no_index"] else plan["index_url"],
-                plan["find_links"],
-                package,
-            ),
-            upstream={"index_url": "", "find_links": defaults["find_links"]},
-            requirements=requirements,
-            python=pyver,
-            path=settings["venv"],
-            space="venvs",
-        )
-    ]
-    return plan
+    return _engine_plan(TENSORFLOW, settings, python)
 
 
 def tensorflow_rocm_pip(plan: dict, probe: dict | None) -> dict:
@@ -542,46 +708,7 @@ def tensorflow_rocm_record(
 ) -> dict:
     """The record of what TensorFlow says about itself (fact tensorflow_rocm_result, and its
     JSON file), and the refusal of a TensorFlow that cannot use an AMD GPU ("" when none)."""
-    result = {
-        "venv": venv,
-        "python": f"{venv}/bin/python",
-        "python_version": probe.get("python"),
-        "package": plan["package"],
-        "package_version": (probe.get("dists") or {}).get(plan["dist"]),
-        "tf_version": probe.get("tf_version"),
-        "built_with_rocm": probe.get("built_with_rocm"),
-        "gpus": probe.get("gpus"),
-        "gpu_present": bool(gpu_present),
-        "rocm_version": plan["rocm"],
-        "index_url": _masked(plan["index_url"]),
-        "find_links": _masked(plan["find_links"]),
-        "no_index": plan["no_index"],
-    }
-    refusal = ""
-    if not truthy(require_rocm_build):
-        pass
-    elif not truthy(result["built_with_rocm"]):
-        where = (
-            "PyPI"
-            if plan["source"] == "pypi"
-            else f"AMD's wheels ({plan['amd_base_url']}/rocm-rel-{plan['rocm']}/)"
-        )
-        refusal = (
-            f"tensorflow_rocm: {result['python']} has {plan['package']} {result['tf_version']},"
-            " which is not built with ROCm (tf.test.is_built_with_rocm() is False). It cannot use"
-            f" an AMD GPU. Install tensorflow-rocm (tensorflow_rocm_package) from {where} or a"
-            " wheelhouse holding them. On a host without an AMD GPU (CI), set"
-            " tensorflow_rocm_require_rocm_build: false."
-        )
-    elif result["gpu_present"] and not result["gpus"]:
-        refusal = (
-            f"tensorflow_rocm: this host has /dev/kfd, but TensorFlow {result['tf_version']} lists"
-            " no GPU (tf.config.list_physical_devices('GPU') is empty). Check that the kernel"
-            f" driver matches ROCm {plan['rocm']} and that the user space TensorFlow needs is"
-            " installed (role rocm_packages), and run rocminfo: a GPU it lists as unsupported"
-            " needs the gfx_override role (HSA_OVERRIDE_GFX_VERSION)."
-        )
-    return {"result": result, "refusal": refusal}
+    return _engine_record(TENSORFLOW, plan, probe, gpu_present, require_rocm_build, venv=venv)
 
 
 class FilterModule:
