@@ -8,6 +8,11 @@ tasks only read the host, call these, and act on the answer:
   (*_pip: what pip must do, given what the venv has) -> record (*_record: the record, and the
   refusal of a build that cannot use the GPU).
 
+One engine decides the plan and the record for every framework (_engine_plan, _engine_record):
+a framework is a dict of FRAMEWORKS (PYTORCH, TENSORFLOW) that says how its table reads as
+builds (a release, a ROCm release it is built for, the Python versions of its wheels), which
+index a build comes from, the plan's fields and its words; the filters below are thin entries.
+
 pytorch_rocm_release(releases, version, rocm_version) -> the torch release (X.Y) a host gets
 pytorch_rocm_index(releases, version, rocm_version) -> the index name ("rocm6.4") or ""
 pytorch_rocm_plan(settings, python) -> {"refusal", "version", "pinned", "release", "rocm",
@@ -91,6 +96,12 @@ def _follow(builds: list, rocm: str) -> str:
 
 def _unique(names) -> list:
     return list(dict.fromkeys(names))
+
+
+def _build(release, rocm, python, **more) -> dict:
+    """One row of a framework's table read as a build: a release, a ROCm release it is built
+    for, the Python versions its wheels exist for, and what else the framework keeps there."""
+    return {"release": str(release), "rocm": str(rocm), "python": list(python or []), **more}
 
 
 def _engine_plan(framework: dict, settings: dict, python: dict | None) -> dict:
@@ -215,8 +226,7 @@ def _nothing_to_follow(role: str, framework: str, rocm: str, newest: tuple[str, 
 def _torch_builds(releases: dict) -> list[dict]:
     """The table (torch release -> its ROCm releases and their index) as builds."""
     return [
-        {"release": str(name), "rocm": str(rocm), "python": list(row.get("python") or [])}
-        | {"index": str(index)}
+        _build(name, rocm, row.get("python"), index=str(index))
         for name, row in (releases or {}).items()
         for rocm, index in (row.get("rocm") or {}).items()
     ]
@@ -503,8 +513,7 @@ def tensorflow_rocm_pin(package, version, rocm_version, releases: dict) -> str:
 def _tf_builds(releases: dict) -> list[dict]:
     """The table (ROCm release -> the TensorFlow releases AMD builds for it) as builds."""
     return [
-        {"release": str(version), "rocm": str(rocm), "python": list(row.get("python") or [])}
-        | {"source": row.get("source", "")}
+        _build(version, rocm, row.get("python"), source=row.get("source", ""))
         for rocm, row in (releases or {}).items()
         for version in row.get("tensorflow") or []
     ]
@@ -709,6 +718,10 @@ def tensorflow_rocm_record(
     """The record of what TensorFlow says about itself (fact tensorflow_rocm_result, and its
     JSON file), and the refusal of a TensorFlow that cannot use an AMD GPU ("" when none)."""
     return _engine_record(TENSORFLOW, plan, probe, gpu_present, require_rocm_build, venv=venv)
+
+
+# The frameworks by the names of the support catalog's "frameworks" (which point to their tables).
+FRAMEWORKS = {"pytorch": PYTORCH, "tensorflow": TENSORFLOW}
 
 
 class FilterModule:
