@@ -189,6 +189,26 @@ def _found(framework: dict, c: dict) -> None:
     ]
 
 
+def _engine_pip(framework: dict, plan: dict, probe: dict | None, require) -> dict:
+    """What pip must do in the venv, given the distributions PROBE found: why it must run (none:
+    it need not), whether it reinstalls over what pip takes for the version asked (a build for
+    another ROCm release, or not a ROCm build where one is required), and the other
+    distributions there that own the framework's module (the role removes them first)."""
+    dists = (probe or {}).get("dists") or {}
+    wants = framework["wants"](plan)
+    reasons = [
+        framework["words"]["pip"](plan, dist, dists.get(dist))
+        for dist, fits in wants.items()
+        if not dists.get(dist) or not fits(str(dists[dist]))
+    ]
+    rebuild = framework["rebuild"](plan, dists, truthy(require))
+    return {
+        "reasons": reasons + rebuild,
+        "force_reinstall": bool(rebuild),
+        "others": [name for name in dists if name not in wants] if framework["one_module"] else [],
+    }
+
+
 def _engine_record(framework: dict, plan: dict, probe: dict, gpu_present, require, **where):
     """The record of what the venv's framework says about itself, and the refusal of one that
     cannot use an AMD GPU ("" when none applies, or when a ROCm build is not required)."""
@@ -374,6 +394,35 @@ def _torch_not_rocm(plan: dict, result: dict) -> str:
     )
 
 
+def _torch_wants(plan: dict) -> dict:
+    """torch (its version without the local label: 2.9.1 of 2.9.1+rocm6.4), and torchvision."""
+    wants = {"torch": lambda got: _is_version(got.split("+", maxsplit=1)[0], plan["version"])}
+    if plan["wants_torchvision"]:
+        wants["torchvision"] = lambda got: _major_minor(got) == plan["torchvision"]
+    return wants
+
+
+def _torch_pip_says(plan: dict, dist: str, got) -> str:
+    if dist == "torch":
+        return f"torch {got} instead of {plan['version']}" if got else "no torch"
+    return f"torchvision {got or 'missing'} instead of {plan['torchvision']}.*"
+
+
+def _torch_rebuild(plan: dict, dists: dict, require: bool) -> list[str]:
+    """Why torch is reinstalled over what pip takes for the version asked: not a ROCm build where
+    one is required, or a build for another ROCm release (the host's release changed: pip takes
+    2.9.1+rocm6.4 as torch==2.9.1, so only a forced reinstall puts the other build in)."""
+    torch = str(dists.get("torch") or "")
+    built_for = _major_minor(torch.partition("+rocm")[2])
+    return (
+        [f"torch {torch} is not a ROCm build"] if require and torch and "+rocm" not in torch else []
+    ) + (
+        [f"torch {torch} is built for ROCm {built_for}, not ROCm {plan['rocm']}"]
+        if built_for and built_for != plan["rocm"]
+        else []
+    )
+
+
 PYTORCH = {
     "role": "pytorch_rocm",
     "name": "PyTorch",
@@ -394,6 +443,9 @@ PYTORCH = {
         "index_url": f"{c['plan']['index_base_url']}/{c['plan']['index']}",
         "find_links": "",
     },
+    "wants": _torch_wants,
+    "rebuild": _torch_rebuild,
+    "one_module": False,
     "result": _torch_result,
     "rocm_build": lambda result: result["build"] == "rocm",
     "sees_gpu": lambda result: truthy(result["cuda_available"]),
@@ -410,6 +462,7 @@ PYTORCH = {
             " empty to get the newest torch built for the ROCm release."
         ),
         "misfit": _torch_misfit,
+        "pip": _torch_pip_says,
         "source": _torch_source,
         "no_wheels": _torch_no_wheels,
         "not_rocm": _torch_not_rocm,
@@ -443,28 +496,8 @@ def _is_version(version: str, wanted: str) -> bool:
 
 def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict:
     """Why pip must run in the venv (empty: it need not), and whether it reinstalls torch."""
-    dists = (probe or {}).get("dists") or {}
-    torch = dists.get("torch")
-    torchvision = str(dists.get("torchvision") or "")
-    reasons = []
-    if not torch:
-        reasons.append("no torch")
-    elif not _is_version(str(torch).split("+", maxsplit=1)[0], plan["version"]):
-        reasons.append(f"torch {torch} instead of {plan['version']}")
-    if plan["wants_torchvision"] and _major_minor(torchvision) != plan["torchvision"]:
-        reasons.append(f"torchvision {torchvision or 'missing'} instead of {plan['torchvision']}.*")
-    rebuild = truthy(require_rocm_build) and bool(torch) and "+rocm" not in str(torch)
-    if rebuild:
-        reasons.append(f"torch {torch} is not a ROCm build")
-    # A ROCm build of the right version, but for another ROCm (the host's release changed): pip
-    # takes 2.9.1+rocm6.4 as torch==2.9.1, so only a forced reinstall puts the other build in.
-    built_for = str(torch).partition("+rocm")[2] if torch else ""
-    if built_for and _major_minor(built_for) != plan["rocm"]:
-        reasons.append(
-            f"torch {torch} is built for ROCm {_major_minor(built_for)}, not ROCm {plan['rocm']}"
-        )
-        rebuild = True
-    return {"reasons": reasons, "force_reinstall": rebuild}
+    decided = _engine_pip(PYTORCH, plan, probe, require_rocm_build)
+    return {"reasons": decided["reasons"], "force_reinstall": decided["force_reinstall"]}
 
 
 def pytorch_rocm_record(
@@ -641,6 +674,10 @@ def _tf_not_rocm(plan: dict, result: dict) -> str:
     )
 
 
+def _tf_pip_says(plan: dict, dist: str, got) -> str:
+    return f"{plan['package']} {got or 'missing'}, wanted {plan['package']}=={plan['pin']}"
+
+
 TENSORFLOW = {
     "role": "tensorflow_rocm",
     "name": "TensorFlow",
@@ -663,6 +700,10 @@ TENSORFLOW = {
             c["settings"]["releases"], c["rocm"], c["settings"]["amd_base_url"]
         )["find_links"],
     },
+    # The package asked for, matched as pip's pin; the venv holds no other TensorFlow.
+    "wants": lambda plan: {plan["dist"]: lambda got: re.match(plan["pin_regex"], got) is not None},
+    "rebuild": lambda plan, dists, require: [],
+    "one_module": True,
     "result": _tf_result,
     "rocm_build": lambda result: truthy(result["built_with_rocm"]),
     "sees_gpu": lambda result: bool(result["gpus"]),
@@ -674,6 +715,7 @@ TENSORFLOW = {
         ),
         "unknown": _tf_unknown,
         "misfit": _tf_misfit,
+        "pip": _tf_pip_says,
         "source": _tf_source,
         "no_wheels": _tf_no_wheels,
         "not_rocm": _tf_not_rocm,
@@ -700,15 +742,12 @@ def tensorflow_rocm_plan(settings: dict, python: dict | None = None) -> dict:
 def tensorflow_rocm_pip(plan: dict, probe: dict | None) -> dict:
     """Whether pip must run, why, and the other TensorFlow distributions in the venv (they own
     the same `tensorflow` module: the role removes them first)."""
-    have = (probe or {}).get("dists") or {}
-    got = have.get(plan["dist"])
-    needed = got is None or re.match(plan["pin_regex"], str(got)) is None
+    decided = _engine_pip(TENSORFLOW, plan, probe, False)
+    got = ((probe or {}).get("dists") or {}).get(plan["dist"])
     return {
-        "needed": needed,
-        "reason": (
-            f"{plan['package']} {got or 'missing'}, wanted {plan['package']}=={plan['pin']}"
-        ),
-        "others": [name for name in have if name != plan["dist"]],
+        "needed": bool(decided["reasons"]),
+        "reason": _tf_pip_says(plan, plan["dist"], got),
+        "others": decided["others"],
     }
 
 

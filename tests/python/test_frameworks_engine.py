@@ -84,6 +84,11 @@ CASES = {
         "settings": torch_settings,
         "requirement": lambda release, rocm: f"torch=={release}.1",
         "followed": lambda release, rocm: f"torch=={release}.*",
+        # What probe.py finds in a venv where pip installed the build.
+        "installed": lambda release, rocm: {
+            "torch": f"{release}.1+rocm{rocm}",
+            "torchvision": f"{TABLES['pytorch'][release]['torchvision']}.0+rocm{rocm}",
+        },
         "upstream": lambda release, rocm: {
             "index_url": f"{INDEX}/{TABLES['pytorch'][release]['rocm'][rocm]}",
             "find_links": "",
@@ -104,6 +109,11 @@ CASES = {
             else f"tensorflow-rocm=={version}.*"
         ),
         "followed": lambda version, rocm: CASES["tensorflow"]["requirement"](version, rocm),
+        "installed": lambda version, rocm: {
+            "tensorflow-rocm": CASES["tensorflow"]["requirement"](version, rocm)
+            .split("==")[1]
+            .replace(".*", "")
+        },
         "upstream": lambda version, rocm: {
             "index_url": "",
             "find_links": (
@@ -149,6 +159,23 @@ def test_every_build_installs_its_release_from_its_index(name, release, rocm, py
     assert download["requirements"] == got["requirements"] and download["path"] == VENV
     assert download["upstream"] == case["upstream"](release, rocm)
     assert got["python_found"]["version"] == f"{python}.4"
+
+
+@pytest.mark.parametrize(("name", "release", "rocm", "pythons"), BUILDS)
+def test_pip_leaves_every_installed_build_alone_and_replaces_another(name, release, rocm, pythons):
+    case, framework = CASES[name], fw.FRAMEWORKS[name]
+    planned = plan(name, case["pin"](release), rocm, f"{pythons[0]}.1")
+    installed = case["installed"](release, rocm)
+    assert fw._engine_pip(framework, planned, {"dists": installed}, True) == {
+        "reasons": [],
+        "force_reinstall": False,
+        "others": [],
+    }
+    # The same release built for another ROCm release, or nothing yet: pip runs.
+    other = {dist: version.replace(f"rocm{rocm}", "rocm0.9") for dist, version in installed.items()}
+    if other != installed:
+        assert fw._engine_pip(framework, planned, {"dists": other}, True)["force_reinstall"]
+    assert fw._engine_pip(framework, planned, {}, True)["reasons"]
 
 
 @pytest.mark.parametrize(("name", "release", "rocm", "pythons"), BUILDS)
