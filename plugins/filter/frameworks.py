@@ -199,7 +199,7 @@ def _engine_pip(framework: dict, plan: dict, probe: dict | None, require) -> dic
     reasons = [
         framework["words"]["pip"](plan, dist, dists.get(dist))
         for dist, fits in wants.items()
-        if not dists.get(dist) or not fits(str(dists[dist]))
+        if not fits(dists.get(dist))
     ]
     rebuild = framework["rebuild"](plan, dists, truthy(require))
     return {
@@ -395,10 +395,13 @@ def _torch_not_rocm(plan: dict, result: dict) -> str:
 
 
 def _torch_wants(plan: dict) -> dict:
-    """torch (its version without the local label: 2.9.1 of 2.9.1+rocm6.4), and torchvision."""
-    wants = {"torch": lambda got: _is_version(got.split("+", maxsplit=1)[0], plan["version"])}
+    """Whether the venv's torch (its version without the local label: 2.9.1 of 2.9.1+rocm6.4)
+    and torchvision are those asked for (None: missing)."""
+    wants = {
+        "torch": lambda got: bool(got) and _is_version(str(got).split("+", 1)[0], plan["version"])
+    }
     if plan["wants_torchvision"]:
-        wants["torchvision"] = lambda got: _major_minor(got) == plan["torchvision"]
+        wants["torchvision"] = lambda got: _major_minor(got or "") == plan["torchvision"]
     return wants
 
 
@@ -701,7 +704,11 @@ TENSORFLOW = {
         )["find_links"],
     },
     # The package asked for, matched as pip's pin; the venv holds no other TensorFlow.
-    "wants": lambda plan: {plan["dist"]: lambda got: re.match(plan["pin_regex"], got) is not None},
+    "wants": lambda plan: {
+        plan["dist"]: lambda got: (
+            got is not None and re.match(plan["pin_regex"], str(got)) is not None
+        )
+    },
     "rebuild": lambda plan, dists, require: [],
     "one_module": True,
     "result": _tf_result,
