@@ -82,11 +82,22 @@ def _python_ran(python) -> tuple[bool, str, str]:
     return True, version, ""
 
 
-# --- the engine: one plan and one record over a framework's table ---------------------------
-# A framework is a FRAMEWORK dict: its role, its table read as builds (one a release and a ROCm
-# release, with the Python versions its wheels exist for), the plan's fields, and its words
-# (functions of the context C, which holds the settings, the builds, the plan so far and what
-# was found). The table stays where the support catalog points (the role's vars/main.yml).
+# --- the engine: one plan, pip decision and record over a framework's table -----------------
+# A framework is a dict (PYTORCH, TENSORFLOW): its role; "builds", its table read as builds (a
+# release, a ROCm release it is built for, the Python versions its wheels exist for; the table
+# stays where the support catalog points, the role's vars/main.yml); "pin" (the release a pin
+# asks for) and "keyed_by" (what its table is keyed by: a pin outside it is unknown); the plan's
+# "fields"; which Pythons and upstream a build has; what pip is asked for ("wants", "rebuild");
+# the record ("result"); and its "words", functions of the context C of a plan: role, settings,
+# builds, pinned, rocm, release, build (None: not in the table), version, plan, and where the
+# check got there: newest (no release to follow), path, found, pyver and pythons (the Python).
+
+
+def _is_version(version: str, wanted: str) -> bool:
+    """Whether VERSION is WANTED: X.Y.Z exactly, or any X.Y.Z of X.Y.* (pip's == prefix match)."""
+    if wanted.endswith(".*"):
+        return _major_minor(version) == wanted[:-2]
+    return version == wanted
 
 
 def _follow(builds: list, rocm: str) -> str:
@@ -488,13 +499,6 @@ def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
     (vars/main.yml's table), distro_packages ({torch, torchvision} or None where the distribution
     packages no PyTorch), distribution ("Debian 12.8"). PYTHON: see the module's doc (pip only)."""
     return _engine_plan(PYTORCH, settings, python)
-
-
-def _is_version(version: str, wanted: str) -> bool:
-    """Whether VERSION is WANTED: X.Y.Z exactly, or any X.Y.Z of X.Y.* (pip's == prefix match)."""
-    if wanted.endswith(".*"):
-        return _major_minor(version) == wanted[:-2]
-    return version == wanted
 
 
 def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict:
