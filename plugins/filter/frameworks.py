@@ -135,14 +135,14 @@ def _engine_plan(framework: dict, settings: dict, python: dict | None) -> dict:
     plan = {"refusal": "", **framework["fields"](c), "python_found": None, "downloads": []}
     c["plan"] = plan
     plan["refusal"] = _refusal(framework, c, python)
-    if not plan["refusal"] and c["found"]:
+    if not plan["refusal"] and "pyver" in c:  # pip's, with an interpreter that has wheels
         _found(framework, c)
     return plan
 
 
 def _refusal(framework: dict, c: dict, python: dict | None) -> str:
-    """The first refusal that applies to the plan in C ("" when none does); sets C's "found"."""
-    words, builds, role, c["found"] = framework["words"], c["builds"], c["role"], ""
+    """The first refusal that applies to the plan in C ("" when none does)."""
+    words, builds, role = framework["words"], c["builds"], c["role"]
     wheels = framework["wheels"](c)
     if not c["pinned"] and wheels and not c["release"]:
         newest = max((b["rocm"] for b in builds), key=_release_key)
@@ -167,10 +167,7 @@ def _refusal(framework: dict, c: dict, python: dict | None) -> str:
             " at an interpreter."
         )
     c["found"], c["pyver"], c["pythons"] = found, _major_minor(found), framework["pythons"](c)
-    if c["pyver"] not in c["pythons"]:
-        refusal, c["found"] = words["no_wheels"](c), ""
-        return refusal
-    return ""
+    return words["no_wheels"](c) if c["pyver"] not in c["pythons"] else ""
 
 
 def _found(framework: dict, c: dict) -> None:
