@@ -106,6 +106,7 @@ def _follow(builds: list, rocm: str) -> str:
 
 
 def _unique(names) -> list:
+    """NAMES once each, in their first order (a table's releases or ROCm releases)."""
     return list(dict.fromkeys(names))
 
 
