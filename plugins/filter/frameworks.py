@@ -83,14 +83,17 @@ def _python_ran(python) -> tuple[bool, str, str]:
 
 
 # --- the engine: one plan, pip decision and record over a framework's table -----------------
-# A framework is a dict (PYTORCH, TENSORFLOW): its role; "builds", its table read as builds (a
-# release, a ROCm release it is built for, the Python versions its wheels exist for; the table
-# stays where the support catalog points, the role's vars/main.yml); "pin" (the release a pin
-# asks for) and "keyed_by" (what its table is keyed by: a pin outside it is unknown); the plan's
-# "fields"; which Pythons and upstream a build has; what pip is asked for ("wants", "rebuild");
-# the record ("result"); and its "words", functions of the context C of a plan: role, settings,
-# builds, pinned, rocm, release, build (None: not in the table), version, plan, and where the
-# check got there: newest (no release to follow), path, found, pyver and pythons (the Python).
+# A framework is a dict (PYTORCH, TENSORFLOW) of data and a few words. Data: its role; "builds",
+# its table read as builds (a release, a ROCm release it is built for, the Python versions of its
+# wheels; the table stays where the support catalog points, the role's vars/main.yml); "pin"
+# (the release a pin asks for); "keyed_by" (what the table is keyed by: a pin outside it is
+# unknown, and the refusals name what fits in the table's terms); its part of the plan
+# ("fields"); whether it installs wheels, which Pythons and upstream a build has; what pip is
+# asked for ("wants", "rebuild"); its part of the record ("result"). Words: its "name" and "word"
+# (PyTorch, torch), and the parts of the engine's messages that are its own, as functions of the
+# plan and record or of the context C of a plan: role, settings, builds, pinned, rocm, release,
+# build (None: not in the table), version, plan, and where the check got there: path, found,
+# pyver and pythons (the Python).
 
 
 def _is_version(version: str, wanted: str) -> bool:
@@ -133,8 +136,17 @@ def _engine_plan(framework: dict, settings: dict, python: dict | None) -> dict:
         "build": next((b for b in builds if (b["release"], b["rocm"]) == (release, rocm)), None),
     }
     c["version"] = framework["version"](c)
-    plan = {"refusal": "", **framework["fields"](c), "python_found": None, "downloads": []}
-    c["plan"] = plan
+    plan = c["plan"] = {
+        "refusal": "",
+        "version": c["version"],
+        "pinned": bool(pinned),
+        "rocm": rocm,
+        "index_url": str(settings["index_url"]),
+        "find_links": str(settings["find_links"]),
+        **framework["fields"](c),
+        "python_found": None,
+        "downloads": [],
+    }
     plan["refusal"] = _refusal(framework, c, python)
     if not plan["refusal"] and "pyver" in c:  # pip's, with an interpreter that has wheels
         _found(framework, c)
@@ -143,23 +155,17 @@ def _engine_plan(framework: dict, settings: dict, python: dict | None) -> dict:
 
 def _refusal(framework: dict, c: dict, python: dict | None) -> str:
     """The first refusal that applies to the plan in C ("" when none does)."""
-    words, builds, role = framework["words"], c["builds"], c["role"]
-    wheels = framework["wheels"](c)
+    role, keyed_by, wheels = c["role"], framework["keyed_by"], framework["wheels"](c["settings"])
     if not c["pinned"] and wheels and not c["release"]:
-        newest = max((b["rocm"] for b in builds), key=_release_key)
-        c["newest"] = newest
-        return _nothing_to_follow(
-            role, framework["word"], c["rocm"], (newest, _follow(builds, newest))
-        ) + words["follow"](c)
-    keyed_by = framework["keyed_by"]
-    if c["pinned"] and c[keyed_by] not in {b[keyed_by] for b in builds}:
-        return words["unknown"](c)
+        return _nothing_to_follow(framework, c)
+    if c["pinned"] and c[keyed_by] not in {b[keyed_by] for b in c["builds"]}:
+        return _unknown(framework, c)
     if not wheels:
         return framework["other_source"](c)
     if c["build"] is None:
-        return words["misfit"](c)
-    if words["source"](c):
-        return words["source"](c)
+        return _misfit(framework, c)
+    if framework["index_check"](c):
+        return framework["index_check"](c)
     path = c["path"] = str(c["settings"]["python"])
     ran, found, why = _python_ran(python)
     if not ran:
@@ -168,7 +174,90 @@ def _refusal(framework: dict, c: dict, python: dict | None) -> str:
             " at an interpreter."
         )
     c["found"], c["pyver"], c["pythons"] = found, _major_minor(found), framework["pythons"](c)
-    return words["no_wheels"](c) if c["pyver"] not in c["pythons"] else ""
+    if c["pyver"] in c["pythons"]:
+        return ""
+    who, has = framework["no_wheels"](c)
+    return (
+        f"{who} has no wheels for Python {found} ({path}); {has} {role}_python to an interpreter"
+        " of a supported version."
+    )
+
+
+def _nothing_to_follow(framework: dict, c: dict) -> str:
+    """The refusal where the version follows a ROCm release the table builds nothing for: the
+    newest ROCm release it builds for, and how to get there or leave the framework out."""
+    role, word, rocm, builds = c["role"], framework["word"], c["rocm"], c["builds"]
+    newest = max((b["rocm"] for b in builds), key=_release_key)
+    core = (
+        " AMD's Core SDK releases (7.14 on) ship their frameworks as TheRock's own wheels, which"
+        " rocmlab does not install."
+        if _release_key(rocm) > _release_key(newest)
+        else ""
+    )
+    known = (
+        f" Known ROCm releases: {_listed(_unique(b['rocm'] for b in builds))}."
+        if framework["keyed_by"] == "rocm"
+        else ""
+    )
+    return (
+        f"{role}_version: no {word} in the table (roles/{role}/vars/main.yml) is built for"
+        f" ROCm {rocm} ({role}_rocm_version, which follows rocm_repo_version by default), so"
+        f" there is none to follow.{core} The newest ROCm release the table has {word} for"
+        f" is {newest} ({word} {_follow(builds, newest)}).{known}"
+        f' Set {role}_rocm_version: "{newest}" (docs/core-sdk.md{framework["core_sdk"]}), or'
+        f" {framework['leave_out']}."
+    )
+
+
+def _unknown(framework: dict, c: dict) -> str:
+    """The refusal of a pin the table does not know, in its terms: its releases (a table keyed
+    by release), or its ROCm releases and those with the pinned release (keyed by ROCm release)."""
+    role, word, builds, pinned = c["role"], framework["word"], c["builds"], c["pinned"]
+    table = f"(roles/{role}/vars/main.yml)"
+    if framework["keyed_by"] == "release":
+        return (
+            f"{role}_version: {word} {pinned} is not in the table of ROCm builds {table}. Known"
+            f" releases: {_listed(_unique(b['release'] for b in builds))}. Leave {role}_version"
+            f" empty to get the newest {word} built for the ROCm release."
+        )
+    others = [b["rocm"] for b in builds if b["release"] == pinned]
+    return (
+        f"{role}_rocm_version: ROCm {c['rocm']} is not in the table of {word} builds {table}."
+        f" Known ROCm releases: {_listed(_unique(b['rocm'] for b in builds))}; those with {word}"
+        f" {pinned} ({role}_version): {_listed(others) or 'none in the table'}."
+    )
+
+
+def _misfit(framework: dict, c: dict) -> str:
+    """The refusal of a pinned release the table has, but not for the ROCm release: the ROCm
+    releases it is built for, the releases built for this one, and the settings that fit."""
+    role, word, builds, rocm, release = (
+        c["role"], framework["word"], c["builds"], c["rocm"], c["release"]
+    )  # fmt: skip
+    has = [b["release"] for b in builds if b["rocm"] == rocm]
+    built_for = [b["rocm"] for b in builds if b["release"] == release]
+    head = (
+        f'{role}_version "{c["pinned"]}" does not fit {role}_rocm_version'
+        f' "{c["settings"]["rocm_version"]}" (which follows rocm_repo_version by default):'
+    )
+    if framework["keyed_by"] == "release":
+        has = sorted(has, key=_release_key)
+        fits = (
+            f"{word[:1].upper()}{word[1:]} releases built for ROCm {rocm}: {_listed(has)}; set"
+            f' {role}_version: "" to follow the ROCm release ({word} {has[-1]}), or'
+            if has
+            else f"No {word} in the table is built for ROCm {rocm}; set"
+        )
+        return (
+            f"{head} {word} {release} is built for ROCm {_listed(built_for)}. {fits}"
+            f" {role}_rocm_version to a ROCm release {word} {release} is built for."
+        )
+    return (
+        f"{head} ROCm {rocm} has {word} {_listed(has)}; ROCm releases with {word} {release}:"
+        f' {_listed(built_for) or "none in the table"}. Set {role}_version: "" to follow the'
+        f" ROCm release ({word} {_follow(builds, rocm)}), or {role}_rocm_version to a ROCm"
+        f" release with {word} {release}."
+    )
 
 
 def _found(framework: dict, c: dict) -> None:
@@ -206,7 +295,7 @@ def _engine_pip(framework: dict, plan: dict, probe: dict | None, require) -> dic
     dists = (probe or {}).get("dists") or {}
     wants = framework["wants"](plan)
     reasons = [
-        framework["words"]["pip"](plan, dist, dists.get(dist))
+        framework["pip_says"](plan, dist, dists.get(dist))
         for dist, fits in wants.items()
         if not fits(dists.get(dist))
     ]
@@ -218,35 +307,37 @@ def _engine_pip(framework: dict, plan: dict, probe: dict | None, require) -> dic
     }
 
 
-def _engine_record(framework: dict, plan: dict, probe: dict, gpu_present, require, **where):
-    """The record of what the venv's framework says about itself, and the refusal of one that
-    cannot use an AMD GPU ("" when none applies, or when a ROCm build is not required)."""
-    result = framework["result"](plan, probe, bool(gpu_present), **where)
-    words, refusal = framework["words"], ""
+def _engine_record(framework, plan, probe, gpu_present, require, venv, interpreter=None):
+    """The record of what the venv's framework says about itself (the role writes it as JSON with
+    sorted keys), and the refusal of one that cannot use an AMD GPU ("" when none applies, or
+    when a ROCm build is not required). INTERPRETER: the venv's python unless named."""
+    pip = framework["wheels"](plan)
+    result = {
+        "venv": venv if pip else None,
+        "python": f"{venv}/bin/python" if interpreter is None else interpreter,
+        "python_version": probe.get("python"),
+        **framework["result"](plan, probe),
+        "gpu_present": bool(gpu_present),
+        "index_url": _masked(plan["index_url"]) if pip else "",
+        "find_links": _masked(plan["find_links"]) if pip else "",
+    }
+    role, refusal = framework["role"], ""
     if not truthy(require):
         pass
     elif not framework["rocm_build"](result):
-        refusal = words["not_rocm"](plan, result)
+        what, fix = framework["not_rocm"](plan, result)
+        refusal = (
+            f"{role}: {result['python']} has {what}. It cannot use an AMD GPU"
+            f"{framework['rocm_only']}. {fix}On a host without an AMD GPU (CI), set"
+            f" {role}_require_rocm_build: false."
+        )
     elif result["gpu_present"] and not framework["sees_gpu"](result):
-        refusal = words["no_gpu"](plan, result)
+        refusal = (
+            f"{role}: this host has /dev/kfd, but {framework['no_gpu'](plan, result)}, and run"
+            " rocminfo: a GPU it lists as unsupported needs the gfx_override role"
+            " (HSA_OVERRIDE_GFX_VERSION)."
+        )
     return {"result": result, "refusal": refusal}
-
-
-def _nothing_to_follow(role: str, framework: str, rocm: str, newest: tuple[str, str]) -> str:
-    """The refusal where ROLE's version follows ROCm release ROCM and the role's table builds no
-    FRAMEWORK for it; NEWEST: the newest ROCm release the table builds for, and its release."""
-    core = (
-        " AMD's Core SDK releases (7.14 on) ship their frameworks as TheRock's own wheels, which"
-        " rocmlab does not install."
-        if _release_key(rocm) > _release_key(newest[0])
-        else ""
-    )
-    return (
-        f"{role}_version: no {framework} in the table (roles/{role}/vars/main.yml) is built for"
-        f" ROCm {rocm} ({role}_rocm_version, which follows rocm_repo_version by default), so"
-        f" there is none to follow.{core} The newest ROCm release the table has {framework} for"
-        f" is {newest[0]} ({framework} {newest[1]})."
-    )
 
 
 # --- PyTorch ------------------------------------------------------------------------------
@@ -277,20 +368,16 @@ def pytorch_rocm_index(releases: dict, version, rocm_version) -> str:
 
 
 def _torch_fields(c: dict) -> dict:
+    """PyTorch's part of the plan: the build's index, torchvision, pip's requirements."""
     settings, release = c["settings"], c["release"]
     torchvision = str((settings["releases"].get(release) or {}).get("torchvision", ""))
     wants_torchvision = truthy(settings["torchvision"])
     return {
         "source": settings["source"],
-        "version": c["version"],
-        "pinned": bool(c["pinned"]),
         "release": release,
-        "rocm": c["rocm"],
         "rocm_version": str(settings["rocm_version"]),
         "index": c["build"]["index"] if c["build"] else "",
         "index_base_url": str(settings["index_base_url"]),
-        "index_url": str(settings["index_url"]),
-        "find_links": str(settings["find_links"]),
         "torchvision": torchvision,
         "wants_torchvision": wants_torchvision,
         "requirements": [f"torch=={c['version']}"]
@@ -299,25 +386,8 @@ def _torch_fields(c: dict) -> dict:
     }
 
 
-def _torch_misfit(c: dict) -> str:
-    release, rocm = c["release"], c["rocm"]
-    others = sorted((b["release"] for b in c["builds"] if b["rocm"] == rocm), key=_release_key)
-    fits = (
-        f"Torch releases built for ROCm {rocm}: {_listed(others)}; set"
-        f' pytorch_rocm_version: "" to follow the ROCm release (torch {others[-1]}), or'
-        if others
-        else f"No torch in the table is built for ROCm {rocm}; set"
-    )
-    return (
-        f'pytorch_rocm_version "{c["pinned"]}" does not fit pytorch_rocm_rocm_version'
-        f' "{c["settings"]["rocm_version"]}" (which follows rocm_repo_version by default):'
-        f" torch {release} is built for ROCm"
-        f" {_listed(b['rocm'] for b in c['builds'] if b['release'] == release)}. {fits}"
-        f" pytorch_rocm_rocm_version to a ROCm release torch {release} is built for."
-    )
-
-
-def _torch_source(c: dict) -> str:
+def _torch_index_check(c: dict) -> str:
+    """The refusal of a pip that has neither an index nor a wheelhouse ("" when it has one)."""
     plan = c["plan"]
     if plan["index_url"] or plan["find_links"]:
         return ""
@@ -329,20 +399,19 @@ def _torch_source(c: dict) -> str:
     )
 
 
-def _torch_no_wheels(c: dict) -> str:
+def _torch_no_wheels(c: dict) -> tuple[str, str]:
+    """Whose wheels the Python lacks, and which releases have them (or the distribution's)."""
     distro, pyver = c["settings"].get("distro_packages"), c["pyver"]
     others = _unique(b["release"] for b in c["builds"] if pyver in b["python"])
-    return (
-        f"pytorch_rocm_version: torch {c['release']} has no wheels for Python {c['found']}"
-        f" ({c['path']}); its wheels are for Python {_listed(c['pythons'])}. torch releases"
-        f" with wheels for Python {pyver}: {_listed(others) or 'none in the table'}. "
-        + (
-            f"This distribution packages PyTorch itself ({distro['torch']}, a CPU"
-            " build): pytorch_rocm_source: distro. "
-            if distro
-            else ""
-        )
-        + "Or set pytorch_rocm_python to an interpreter of a supported version."
+    packaged = (
+        f"This distribution packages PyTorch itself ({distro['torch']}, a CPU build):"
+        " pytorch_rocm_source: distro. "
+        if distro
+        else ""
+    )
+    return f"pytorch_rocm_version: torch {c['release']}", (
+        f"its wheels are for Python {_listed(c['pythons'])}. torch releases with wheels for"
+        f" Python {pyver}: {_listed(others) or 'none in the table'}. {packaged}Or set"
     )
 
 
@@ -363,30 +432,25 @@ def _torch_distro(c: dict) -> str:
     return ""
 
 
-def _torch_result(plan: dict, probe: dict, gpu_present: bool, interpreter: str, venv: str):
-    pip = plan["source"] == "pip"
+def _torch_result(plan: dict, probe: dict) -> dict:
+    """PyTorch's part of the record: what torch says about its build."""
     hip, cuda = probe.get("hip_version"), probe.get("cuda_version")
     return {
         "source": plan["source"],
-        "venv": venv if pip else None,
-        "python": interpreter,
-        "python_version": probe.get("python"),
         "torch_version": probe.get("torch_version"),
         # What was asked: a pin (X.Y.Z), or X.Y.* where torch follows the ROCm release.
-        "torch_requested": plan["version"] if pip else None,
+        "torch_requested": plan["version"] if plan["source"] == "pip" else None,
         "torchvision_version": (probe.get("dists") or {}).get("torchvision"),
         "hip_version": hip,
         "cuda_version": cuda,
         "cuda_available": probe.get("cuda_available"),
-        "gpu_present": gpu_present,
         "build": "rocm" if hip else ("cuda" if cuda else "cpu"),
-        "index_url": _masked(plan["index_url"]) if pip else "",
-        "find_links": _masked(plan["find_links"]) if pip else "",
     }
 
 
-def _torch_not_rocm(plan: dict, result: dict) -> str:
-    came_from = (
+def _torch_not_rocm(plan: dict, result: dict) -> tuple[str, str]:
+    """The torch a venv has that is not a ROCm build, and where to get one."""
+    fix = (
         f"It came from {result['index_url'] or 'no index'}"
         + (f" + {result['find_links']}" if result["find_links"] else "")
         + "; point pytorch_rocm_index_url at PyTorch's ROCm index"
@@ -395,12 +459,10 @@ def _torch_not_rocm(plan: dict, result: dict) -> str:
         else "The distribution packages PyTorch without ROCm: use pytorch_rocm_source: pip. "
     )
     return (
-        f"pytorch_rocm: {result['python']} has torch {result['torch_version']}, a"
-        f" {result['build'].upper()} build (torch.version.hip: {result['hip_version'] or 'None'},"
-        f" torch.version.cuda: {result['cuda_version'] or 'None'}). It cannot use an AMD GPU:"
-        f" only a ROCm build (torch.version.hip set) can. {came_from}On a host without an AMD GPU"
-        " (CI), set pytorch_rocm_require_rocm_build: false."
-    )
+        f"torch {result['torch_version']}, a {result['build'].upper()} build (torch.version.hip:"
+        f" {result['hip_version'] or 'None'}, torch.version.cuda:"
+        f" {result['cuda_version'] or 'None'})"
+    ), fix
 
 
 def _torch_wants(plan: dict) -> dict:
@@ -446,8 +508,10 @@ PYTORCH = {
     # Not pinned: the newest patch release of the torch release that follows ROCm.
     "version": lambda c: c["pinned"] or (f"{c['release']}.*" if c["release"] else ""),
     "fields": _torch_fields,
-    "wheels": lambda c: c["settings"]["source"] == "pip",
+    # Wheels with pip (of the settings or the plan), else the distribution's packages.
+    "wheels": lambda settings: settings["source"] == "pip",
     "other_source": _torch_distro,
+    "index_check": _torch_index_check,
     "pythons": lambda c: c["build"]["python"],
     "found_as": lambda c: ("torch", c["release"]),
     "package": lambda c: "torch",
@@ -456,36 +520,23 @@ PYTORCH = {
         "find_links": "",
     },
     "wants": _torch_wants,
+    "pip_says": _torch_pip_says,
     "rebuild": _torch_rebuild,
     "one_module": False,
     "result": _torch_result,
     "rocm_build": lambda result: result["build"] == "rocm",
     "sees_gpu": lambda result: truthy(result["cuda_available"]),
-    "words": {
-        "follow": lambda c: (
-            f' Set pytorch_rocm_rocm_version: "{c["newest"]}" (docs/core-sdk.md: the wheels'
-            " bring their own ROCm libraries), or leave PyTorch out of the run (--skip-tags"
-            " pytorch_rocm)."
-        ),
-        "unknown": lambda c: (
-            f"pytorch_rocm_version: torch {c['pinned']} is not in the table of ROCm builds"
-            " (roles/pytorch_rocm/vars/main.yml). Known releases:"
-            f" {_listed(_unique(b['release'] for b in c['builds']))}. Leave pytorch_rocm_version"
-            " empty to get the newest torch built for the ROCm release."
-        ),
-        "misfit": _torch_misfit,
-        "pip": _torch_pip_says,
-        "source": _torch_source,
-        "no_wheels": _torch_no_wheels,
-        "not_rocm": _torch_not_rocm,
-        "no_gpu": lambda plan, result: (
-            f"pytorch_rocm: this host has /dev/kfd, but torch {result['torch_version']} (HIP"
-            f" {result['hip_version']}) says torch.cuda.is_available() is False. Check that the"
-            f" kernel driver matches ROCm {plan['rocm_version']} (within two releases), and run"
-            " rocminfo: a GPU it lists as unsupported needs the gfx_override role"
-            " (HSA_OVERRIDE_GFX_VERSION)."
-        ),
-    },
+    # Its words in the engine's messages.
+    "core_sdk": ": the wheels bring their own ROCm libraries",
+    "leave_out": "leave PyTorch out of the run (--skip-tags pytorch_rocm)",
+    "no_wheels": _torch_no_wheels,
+    "not_rocm": _torch_not_rocm,
+    "rocm_only": ": only a ROCm build (torch.version.hip set) can",
+    "no_gpu": lambda plan, result: (
+        f"torch {result['torch_version']} (HIP {result['hip_version']}) says"
+        " torch.cuda.is_available() is False. Check that the kernel driver matches ROCm"
+        f" {plan['rocm_version']} (within two releases)"
+    ),
 }
 
 
@@ -510,9 +561,7 @@ def pytorch_rocm_record(
 ) -> dict:
     """The record of what the interpreter has (fact pytorch_rocm_result, and its JSON file), and
     the refusal of a torch that cannot use an AMD GPU ("" when none applies)."""
-    return _engine_record(
-        PYTORCH, plan, probe, gpu_present, require_rocm_build, interpreter=interpreter, venv=venv
-    )
+    return _engine_record(PYTORCH, plan, probe, gpu_present, require_rocm_build, venv, interpreter)
 
 
 # --- TensorFlow ---------------------------------------------------------------------------
@@ -558,6 +607,7 @@ def _tf_builds(releases: dict) -> list[dict]:
 
 
 def _tf_fields(c: dict) -> dict:
+    """TensorFlow's part of the plan: the package, pip's pin and the Pythons it has wheels for."""
     settings, version = c["settings"], c["version"]
     releases, package = settings["releases"], str(settings["package"])
     row = releases.get(c["rocm"]) or {}
@@ -566,9 +616,6 @@ def _tf_fields(c: dict) -> dict:
     exact = pin[:-2] if pin.endswith(".*") else pin
     return {
         "package": package,
-        "version": version,
-        "pinned": bool(c["pinned"]),
-        "rocm": c["rocm"],
         "source": row.get("source", ""),
         "amd_base_url": str(settings["amd_base_url"]),
         "dist": dist,
@@ -580,38 +627,13 @@ def _tf_fields(c: dict) -> dict:
             if dist == "tensorflow-rocm"
             else (settings["upstream_python"] or {}).get(_major_minor(version), [])
         ),
-        "index_url": str(settings["index_url"]),
-        "find_links": str(settings["find_links"]),
         "no_index": truthy(settings["no_index"]),
         "requirements": [f"{package}=={pin}"],
     }
 
 
-def _tf_unknown(c: dict) -> str:
-    others = [b["rocm"] for b in c["builds"] if b["release"] == c["pinned"]]
-    return (
-        f"tensorflow_rocm_rocm_version: ROCm {c['rocm']} is not in the table of TensorFlow"
-        " builds (roles/tensorflow_rocm/vars/main.yml). Known ROCm releases:"
-        f" {_listed(_unique(b['rocm'] for b in c['builds']))}; those with TensorFlow"
-        f" {c['pinned']} (tensorflow_rocm_version): {_listed(others) or 'none in the table'}."
-    )
-
-
-def _tf_misfit(c: dict) -> str:
-    version, rocm = c["version"], c["rocm"]
-    has = [b["release"] for b in c["builds"] if b["rocm"] == rocm]
-    others = [b["rocm"] for b in c["builds"] if b["release"] == version]
-    return (
-        f'tensorflow_rocm_version "{c["pinned"]}" does not fit tensorflow_rocm_rocm_version'
-        f' "{c["settings"]["rocm_version"]}" (which follows rocm_repo_version by default): ROCm'
-        f" {rocm} has TensorFlow {_listed(has)}; ROCm releases with TensorFlow"
-        f" {version}: {_listed(others) or 'none in the table'}. Set tensorflow_rocm_version:"
-        f' "" to follow the ROCm release (TensorFlow {has[0]}), or'
-        f" tensorflow_rocm_rocm_version to a ROCm release with TensorFlow {version}."
-    )
-
-
-def _tf_source(c: dict) -> str:
+def _tf_index_check(c: dict) -> str:
+    """The refusal of no_index without a wheelhouse alone ("" when it does not apply)."""
     plan = c["plan"]
     if not plan["no_index"] or (plan["find_links"] and not plan["index_url"]):
         return ""
@@ -623,7 +645,8 @@ def _tf_source(c: dict) -> str:
     )
 
 
-def _tf_no_wheels(c: dict) -> str:
+def _tf_no_wheels(c: dict) -> tuple[str, str]:
+    """Whose wheels the Python lacks, and where they exist: the table's or upstream's."""
     plan, pyver = c["plan"], c["pyver"]
     if plan["dist"] == "tensorflow-rocm":
         where = "PyPI" if plan["source"] == "pypi" else "AMD's listing"
@@ -631,51 +654,42 @@ def _tf_no_wheels(c: dict) -> str:
         others = _unique(b["rocm"] for b in c["builds"] if pyver in b["python"])
         has = (
             f"{where} has them for Python {_listed(c['pythons'])}{cp}. ROCm releases with"
-            f" tensorflow-rocm wheels for Python {pyver}:"
-            f" {_listed(others) or 'none in the table'}. "
+            f" tensorflow-rocm wheels for Python {pyver}: {_listed(others) or 'none in the table'}."
         )
     else:
         has = (
             f"upstream TensorFlow {_major_minor(plan['version'])} has them for Python"
-            f" {_listed(c['pythons']) or 'none known to the table'}. "
+            f" {_listed(c['pythons']) or 'none known to the table'}."
         )
-    return (
-        f"tensorflow_rocm_python: {plan['package']} {plan['version']} for ROCm {plan['rocm']} has"
-        f" no wheels for Python {c['found']} ({c['path']}); {has}Set tensorflow_rocm_python to an"
-        " interpreter of a supported version."
-    )
+    who = f"tensorflow_rocm_python: {plan['package']} {plan['version']} for ROCm {plan['rocm']}"
+    return who, f"{has} Set"
 
 
-def _tf_result(plan: dict, probe: dict, gpu_present: bool, venv: str) -> dict:
+def _tf_result(plan: dict, probe: dict) -> dict:
+    """TensorFlow's part of the record: the package, and what TensorFlow says of ROCm and GPUs."""
     return {
-        "venv": venv,
-        "python": f"{venv}/bin/python",
-        "python_version": probe.get("python"),
         "package": plan["package"],
         "package_version": (probe.get("dists") or {}).get(plan["dist"]),
         "tf_version": probe.get("tf_version"),
         "built_with_rocm": probe.get("built_with_rocm"),
         "gpus": probe.get("gpus"),
-        "gpu_present": gpu_present,
         "rocm_version": plan["rocm"],
-        "index_url": _masked(plan["index_url"]),
-        "find_links": _masked(plan["find_links"]),
         "no_index": plan["no_index"],
     }
 
 
-def _tf_not_rocm(plan: dict, result: dict) -> str:
+def _tf_not_rocm(plan: dict, result: dict) -> tuple[str, str]:
+    """The TensorFlow a venv has that is not built with ROCm, and where to get one."""
     where = (
         "PyPI"
         if plan["source"] == "pypi"
         else f"AMD's wheels ({plan['amd_base_url']}/rocm-rel-{plan['rocm']}/)"
     )
     return (
-        f"tensorflow_rocm: {result['python']} has {plan['package']} {result['tf_version']},"
-        " which is not built with ROCm (tf.test.is_built_with_rocm() is False). It cannot use"
-        f" an AMD GPU. Install tensorflow-rocm (tensorflow_rocm_package) from {where} or a"
-        " wheelhouse holding them. On a host without an AMD GPU (CI), set"
-        " tensorflow_rocm_require_rocm_build: false."
+        f"{plan['package']} {result['tf_version']}, which is not built with ROCm"
+        " (tf.test.is_built_with_rocm() is False)",
+        f"Install tensorflow-rocm (tensorflow_rocm_package) from {where} or a wheelhouse holding"
+        " them. ",
     )
 
 
@@ -693,8 +707,9 @@ TENSORFLOW = {
     "keyed_by": "rocm",
     "version": lambda c: c["release"],
     "fields": _tf_fields,
-    "wheels": lambda c: True,
+    "wheels": lambda settings: True,
     "other_source": None,
+    "index_check": _tf_index_check,
     "pythons": lambda c: c["plan"]["pythons"],
     "found_as": lambda c: ("package", f"{c['plan']['package']} {c['version']}"),
     "package": lambda c: c["plan"]["package"],
@@ -711,31 +726,23 @@ TENSORFLOW = {
             got is not None and re.match(plan["pin_regex"], str(got)) is not None
         )
     },
+    "pip_says": _tf_pip_says,
     "rebuild": lambda plan, dists, require: [],
     "one_module": True,
     "result": _tf_result,
     "rocm_build": lambda result: truthy(result["built_with_rocm"]),
     "sees_gpu": lambda result: bool(result["gpus"]),
-    "words": {
-        "follow": lambda c: (
-            f" Known ROCm releases: {_listed(_unique(b['rocm'] for b in c['builds']))}. Set"
-            f' tensorflow_rocm_rocm_version: "{c["newest"]}" (docs/core-sdk.md), or leave'
-            " TensorFlow off (tensorflow_rocm_enabled: false)."
-        ),
-        "unknown": _tf_unknown,
-        "misfit": _tf_misfit,
-        "pip": _tf_pip_says,
-        "source": _tf_source,
-        "no_wheels": _tf_no_wheels,
-        "not_rocm": _tf_not_rocm,
-        "no_gpu": lambda plan, result: (
-            f"tensorflow_rocm: this host has /dev/kfd, but TensorFlow {result['tf_version']} lists"
-            " no GPU (tf.config.list_physical_devices('GPU') is empty). Check that the kernel"
-            f" driver matches ROCm {plan['rocm']} and that the user space TensorFlow needs is"
-            " installed (role rocm_packages), and run rocminfo: a GPU it lists as unsupported"
-            " needs the gfx_override role (HSA_OVERRIDE_GFX_VERSION)."
-        ),
-    },
+    # Its words in the engine's messages.
+    "core_sdk": "",
+    "leave_out": "leave TensorFlow off (tensorflow_rocm_enabled: false)",
+    "no_wheels": _tf_no_wheels,
+    "not_rocm": _tf_not_rocm,
+    "rocm_only": "",
+    "no_gpu": lambda plan, result: (
+        f"TensorFlow {result['tf_version']} lists no GPU (tf.config.list_physical_devices('GPU')"
+        f" is empty). Check that the kernel driver matches ROCm {plan['rocm']} and that the user"
+        " space TensorFlow needs is installed (role rocm_packages)"
+    ),
 }
 
 
@@ -765,7 +772,7 @@ def tensorflow_rocm_record(
 ) -> dict:
     """The record of what TensorFlow says about itself (fact tensorflow_rocm_result, and its
     JSON file), and the refusal of a TensorFlow that cannot use an AMD GPU ("" when none)."""
-    return _engine_record(TENSORFLOW, plan, probe, gpu_present, require_rocm_build, venv=venv)
+    return _engine_record(TENSORFLOW, plan, probe, gpu_present, require_rocm_build, venv)
 
 
 # The frameworks by the names of the support catalog's "frameworks" (which point to their tables).
