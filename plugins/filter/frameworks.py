@@ -4,43 +4,29 @@
 pure functions over the roles' tables (their vars/main.yml) and what the host said. The roles'
 tasks only read the host, call these, and act on the answer:
 
-  validate -> plan (*_plan: the refusal, or what to install from where) -> framework_venv
-  (*_pip: what pip must do, given what the venv has) -> record (*_record: the record, and the
-  refusal of a build that cannot use the GPU).
+  validate -> plan (<role>_plan(settings, python): the refusal, or what to install from where)
+  -> framework_venv (<role>_pip(plan, probe, ...): what pip must do, given what the venv has)
+  -> record (<role>_record(plan, probe, gpu_present, require_rocm_build, ...): the record, and
+  the refusal of a build that cannot use the GPU). Their arguments and answers are documented
+  beside them (plugins/filter/<name>.yml); SETTINGS are the role's __<role>_settings.
 
-One engine decides the plan and the record for every framework (_engine_plan, _engine_record):
-a framework is a dict of FRAMEWORKS (PYTORCH, TENSORFLOW) that says how its table reads as
-builds (a release, a ROCm release it is built for, the Python versions of its wheels), which
-index a build comes from, the plan's fields and its words; the filters below are thin entries.
-
-pytorch_rocm_release(releases, version, rocm_version) -> the torch release (X.Y) a host gets
-pytorch_rocm_index(releases, version, rocm_version) -> the index name ("rocm6.4") or ""
-pytorch_rocm_plan(settings, python) -> {"refusal", "version", "pinned", "release", "rocm",
-    "index", "torchvision",
-    "requirements" (pip's), "packages" (apt's, source distro), "python_found", "downloads"}
-pytorch_rocm_pip(plan, probe) -> {"reasons", "force_reinstall"}
-pytorch_rocm_record(plan, probe, gpu_present) -> {"result", "refusal"}
-
-tensorflow_rocm_defaults(releases, rocm_version, amd_base_url) -> {"newest", "find_links"}
-tensorflow_rocm_plan(settings, python) -> {"refusal", "version", "pinned", "rocm", "dist", "pin",
-    "pin_regex", "pythons", "requirements", "python_found", "downloads"}
+One engine plans, decides pip and records for every framework (_engine_plan, _engine_pip,
+_engine_record) and words the refusals; a framework is a dict of FRAMEWORKS (PYTORCH,
+TENSORFLOW): how its table reads as builds, and its few words.
 
 A framework's version left empty (the default) follows the ROCm release: the newest framework
 release the role's table builds for it (the table the support catalog points to), so that a
 change of rocm_repo_version alone moves the frameworks too. A version set is a pin: kept as it
 is, and refused, naming the release that would fit, where it has no build for the ROCm release.
-tensorflow_rocm_pip(plan, probe) -> {"needed", "reason", "others"}
-tensorflow_rocm_record(plan, probe, gpu_present) -> {"result", "refusal"}
 
 PYTHON is the result of running the venv's interpreter with `print('%d.%d.%d' %
 sys.version_info[:3])` (rc, stdout, and msg or stderr), or None where it was not run. Every
 refusal names the variable, the value and what would work; the first that applies is returned
 (the order the role's checks always had), "" when none does. PROBE is what
-roles/framework_venv/files/probe.py printed ({} when there was no venv to ask).
-
-A plan's "downloads" is the role's one list of what the host fetches
-(plugins/module_utils/downloads.py; the role publishes it as <role>_downloads for the lab cache
-and the rollout's preflight): empty when the plan refuses.
+roles/framework_venv/files/probe.py printed ({} when there was no venv to ask). A plan's
+"downloads" is the role's one list of what the host fetches (plugins/module_utils/downloads.py;
+published as <role>_downloads for the lab cache and the rollout's preflight): empty when the plan
+refuses.
 """
 
 from __future__ import annotations
@@ -83,17 +69,16 @@ def _python_ran(python) -> tuple[bool, str, str]:
 
 
 # --- the engine: one plan, pip decision and record over a framework's table -----------------
-# A framework is a dict (PYTORCH, TENSORFLOW) of data and a few words. Data: its role; "builds",
-# its table read as builds (a release, a ROCm release it is built for, the Python versions of its
-# wheels; the table stays where the support catalog points, the role's vars/main.yml); "pin"
-# (the release a pin asks for); "keyed_by" (what the table is keyed by: a pin outside it is
-# unknown, and the refusals name what fits in the table's terms); its part of the plan
-# ("fields"); whether it installs wheels, which Pythons and upstream a build has; what pip is
-# asked for ("wants", "rebuild"); its part of the record ("result"). Words: its "name" and "word"
-# (PyTorch, torch), and the parts of the engine's messages that are its own, as functions of the
-# plan and record or of the context C of a plan: role, settings, builds, pinned, rocm, release,
-# build (None: not in the table), version, plan, and where the check got there: path, found,
-# pyver and pythons (the Python).
+# A framework is a dict (PYTORCH, TENSORFLOW): its role, "name" and "word" (PyTorch, torch);
+# "builds", its table read as builds (a release, a ROCm release it is built for, the Pythons of
+# its wheels; the table stays where the support catalog points, the role's vars/main.yml);
+# "keyed_by", what the table is keyed by (a pin outside it is unknown; the refusals name what
+# fits in the table's terms) and "pin", the release a pin asks for; its part of the plan
+# ("fields") and of the record ("probed" from the probe, "result"); what pip is asked for
+# ("wants", "rebuild"); and the few words of the engine's messages that are its own: functions of
+# the plan, the record, or the context C of a plan (role, settings, builds, pinned, rocm,
+# release, build: None where the table lacks it, version, plan; past the Python check: path,
+# found, pyver, pythons).
 
 
 def _is_version(version: str, wanted: str) -> bool:
@@ -119,22 +104,16 @@ def _build(release, rocm, python, **more) -> dict:
     return {"release": str(release), "rocm": str(rocm), "python": list(python or []), **more}
 
 
-def _engine_plan(framework: dict, settings: dict, python: dict | None) -> dict:
+def _engine_plan(framework: dict, settings: dict, python: dict | None = None) -> dict:
     """What a framework's role installs, or why it refuses to (the first refusal that applies)."""
     builds = framework["builds"](settings["releases"])
     pinned = str(settings["version"] or "").strip()
     rocm = _major_minor(settings["rocm_version"])
     # The table's release a host gets: the pin's, else the newest built for the ROCm release.
     release = framework["pin"](pinned) if pinned else _follow(builds, rocm)
-    c = {
-        "role": framework["role"],
-        "settings": settings,
-        "builds": builds,
-        "pinned": pinned,
-        "rocm": rocm,
-        "release": release,
-        "build": next((b for b in builds if (b["release"], b["rocm"]) == (release, rocm)), None),
-    }
+    build = next((b for b in builds if (b["release"], b["rocm"]) == (release, rocm)), None)
+    c = {"role": framework["role"], "settings": settings, "builds": builds, "pinned": pinned}
+    c.update(rocm=rocm, release=release, build=build)
     c["version"] = framework["version"](c)
     plan = c["plan"] = {
         "refusal": "",
@@ -159,13 +138,13 @@ def _refusal(framework: dict, c: dict, python: dict | None) -> str:
     if not c["pinned"] and wheels and not c["release"]:
         return _nothing_to_follow(framework, c)
     if c["pinned"] and c[keyed_by] not in {b[keyed_by] for b in c["builds"]}:
-        return _unknown(framework, c)
+        return _pin_refusal(framework, c)
     if not wheels:
         return framework["other_source"](c)
     if c["build"] is None:
-        return _misfit(framework, c)
-    if framework["index_check"](c):
-        return framework["index_check"](c)
+        return _pin_refusal(framework, c)
+    if framework["no_source"](c):
+        return framework["no_source"](c)
     path = c["path"] = str(c["settings"]["python"])
     ran, found, why = _python_ran(python)
     if not ran:
@@ -194,69 +173,57 @@ def _nothing_to_follow(framework: dict, c: dict) -> str:
         if _release_key(rocm) > _release_key(newest)
         else ""
     )
-    known = (
-        f" Known ROCm releases: {_listed(_unique(b['rocm'] for b in builds))}."
-        if framework["keyed_by"] == "rocm"
-        else ""
-    )
+    known = f" Known ROCm releases: {_listed(_unique(b['rocm'] for b in builds))}."
     return (
         f"{role}_version: no {word} in the table (roles/{role}/vars/main.yml) is built for"
         f" ROCm {rocm} ({role}_rocm_version, which follows rocm_repo_version by default), so"
         f" there is none to follow.{core} The newest ROCm release the table has {word} for"
-        f" is {newest} ({word} {_follow(builds, newest)}).{known}"
-        f' Set {role}_rocm_version: "{newest}" (docs/core-sdk.md{framework["core_sdk"]}), or'
-        f" {framework['leave_out']}."
+        f" is {newest} ({word} {_follow(builds, newest)})."
+        f"{known if framework['keyed_by'] == 'rocm' else ''} Set {role}_rocm_version:"
+        f' "{newest}" (docs/core-sdk.md{framework["core_sdk"]}), or {framework["leave_out"]}.'
     )
 
 
-def _unknown(framework: dict, c: dict) -> str:
-    """The refusal of a pin the table does not know, in its terms: its releases (a table keyed
-    by release), or its ROCm releases and those with the pinned release (keyed by ROCm release)."""
-    role, word, builds, pinned = c["role"], framework["word"], c["builds"], c["pinned"]
-    table = f"(roles/{role}/vars/main.yml)"
-    if framework["keyed_by"] == "release":
-        return (
-            f"{role}_version: {word} {pinned} is not in the table of ROCm builds {table}. Known"
-            f" releases: {_listed(_unique(b['release'] for b in builds))}. Leave {role}_version"
-            f" empty to get the newest {word} built for the ROCm release."
-        )
-    others = [b["rocm"] for b in builds if b["release"] == pinned]
-    return (
-        f"{role}_rocm_version: ROCm {c['rocm']} is not in the table of {word} builds {table}."
-        f" Known ROCm releases: {_listed(_unique(b['rocm'] for b in builds))}; those with {word}"
-        f" {pinned} ({role}_version): {_listed(others) or 'none in the table'}."
-    )
-
-
-def _misfit(framework: dict, c: dict) -> str:
-    """The refusal of a pinned release the table has, but not for the ROCm release: the ROCm
-    releases it is built for, the releases built for this one, and the settings that fit."""
-    role, word, builds, rocm, release = (
-        c["role"], framework["word"], c["builds"], c["rocm"], c["release"]
-    )  # fmt: skip
+def _pin_refusal(framework: dict, c: dict) -> str:
+    """The refusal of a pin the table does not know, or has but not for the ROCm release, in the
+    table's terms: by release or by ROCm release (keyed_by)."""
+    role, builds, rocm, pinned = (c[k] for k in ("role", "builds", "rocm", "pinned"))
+    word = framework["word"]
+    release, by_release = c["release"], framework["keyed_by"] == "release"
     has = [b["release"] for b in builds if b["rocm"] == rocm]
     built_for = [b["rocm"] for b in builds if b["release"] == release]
+    known = _listed(_unique(b[framework["keyed_by"]] for b in builds))
+    if not (built_for if by_release else has):  # not in the table
+        table = f"the table of {'ROCm' if by_release else word} builds (roles/{role}/vars/main.yml)"
+        return (
+            f"{role}_version: {word} {pinned} is not in {table}. Known releases: {known}. Leave"
+            f" {role}_version empty to get the newest {word} built for the ROCm release."
+            if by_release
+            else f"{role}_rocm_version: ROCm {rocm} is not in {table}. Known ROCm releases:"
+            f" {known}; those with {word} {pinned} ({role}_version):"
+            f" {_listed(built_for) or 'none in the table'}."
+        )
     head = (
-        f'{role}_version "{c["pinned"]}" does not fit {role}_rocm_version'
+        f'{role}_version "{pinned}" does not fit {role}_rocm_version'
         f' "{c["settings"]["rocm_version"]}" (which follows rocm_repo_version by default):'
     )
-    if framework["keyed_by"] == "release":
-        has = sorted(has, key=_release_key)
-        fits = (
-            f"{word[:1].upper()}{word[1:]} releases built for ROCm {rocm}: {_listed(has)}; set"
-            f' {role}_version: "" to follow the ROCm release ({word} {has[-1]}), or'
-            if has
-            else f"No {word} in the table is built for ROCm {rocm}; set"
-        )
+    if not by_release:
         return (
-            f"{head} {word} {release} is built for ROCm {_listed(built_for)}. {fits}"
-            f" {role}_rocm_version to a ROCm release {word} {release} is built for."
+            f"{head} ROCm {rocm} has {word} {_listed(has)}; ROCm releases with {word} {release}:"
+            f' {_listed(built_for) or "none in the table"}. Set {role}_version: "" to follow'
+            f" the ROCm release ({word} {_follow(builds, rocm)}), or {role}_rocm_version to a"
+            f" ROCm release with {word} {release}."
         )
+    has = sorted(has, key=_release_key)
+    fits = (
+        f"{word.capitalize()} releases built for ROCm {rocm}: {_listed(has)}; set {role}_version:"
+        f' "" to follow the ROCm release ({word} {has[-1]}), or'
+        if has
+        else f"No {word} in the table is built for ROCm {rocm}; set"
+    )
     return (
-        f"{head} ROCm {rocm} has {word} {_listed(has)}; ROCm releases with {word} {release}:"
-        f' {_listed(built_for) or "none in the table"}. Set {role}_version: "" to follow the'
-        f" ROCm release ({word} {_follow(builds, rocm)}), or {role}_rocm_version to a ROCm"
-        f" release with {word} {release}."
+        f"{head} {word} {release} is built for ROCm {_listed(built_for)}. {fits}"
+        f" {role}_rocm_version to a ROCm release {word} {release} is built for."
     )
 
 
@@ -264,20 +231,15 @@ def _found(framework: dict, c: dict) -> None:
     """The interpreter found, and the one download of a plan that installs wheels: from the
     configured index (unless pip reads the wheelhouse alone) and wheelhouse; upstream: where this
     host would fetch them without a lab cache (role lab_cache fetches them once for its clients)."""
-    plan, name = c["plan"], framework["name"]
-    what, value = framework["found_as"](c)
-    plan["python_found"] = {
-        "path": c["path"],
-        "version": c["found"],
-        what: value,
-        "wheels_for": list(c["pythons"]),
-    }
+    plan, name, (what, value) = c["plan"], framework["name"], framework["found_as"](c)
+    plan["python_found"] = {"path": c["path"], "version": c["found"], what: value}
+    plan["python_found"]["wheels_for"] = list(c["pythons"])
     index_url = "" if plan.get("no_index") else plan["index_url"]
     plan["downloads"] = [
         entry(
             "wheels",
             f"{name} wheels",
-            mirrors=pip_mirrors(name, index_url, plan["find_links"], framework["package"](c)),
+            mirrors=pip_mirrors(name, index_url, plan["find_links"], framework["package"](plan)),
             upstream=framework["upstream"](c),
             requirements=plan["requirements"],
             python=c["pyver"],
@@ -294,11 +256,8 @@ def _engine_pip(framework: dict, plan: dict, probe: dict | None, require) -> dic
     distributions there that own the framework's module (the role removes them first)."""
     dists = (probe or {}).get("dists") or {}
     wants = framework["wants"](plan)
-    reasons = [
-        framework["pip_says"](plan, dist, dists.get(dist))
-        for dist, fits in wants.items()
-        if not fits(dists.get(dist))
-    ]
+    says = framework["pip_says"]
+    reasons = [says(plan, d, dists.get(d)) for d, fits in wants.items() if not fits(dists.get(d))]
     rebuild = framework["rebuild"](plan, dists, truthy(require))
     return {
         "reasons": reasons + rebuild,
@@ -311,17 +270,18 @@ def _engine_record(framework, plan, probe, gpu_present, require, venv, interpret
     """The record of what the venv's framework says about itself (the role writes it as JSON with
     sorted keys), and the refusal of one that cannot use an AMD GPU ("" when none applies, or
     when a ROCm build is not required). INTERPRETER: the venv's python unless named."""
-    pip = framework["wheels"](plan)
+    pip, role = framework["wheels"](plan), framework["role"]
     result = {
         "venv": venv if pip else None,
         "python": f"{venv}/bin/python" if interpreter is None else interpreter,
         "python_version": probe.get("python"),
+        **{key: probe.get(key) for key in framework["probed"]},
         **framework["result"](plan, probe),
         "gpu_present": bool(gpu_present),
         "index_url": _masked(plan["index_url"]) if pip else "",
         "find_links": _masked(plan["find_links"]) if pip else "",
     }
-    role, refusal = framework["role"], ""
+    refusal = ""
     if not truthy(require):
         pass
     elif not framework["rocm_build"](result):
@@ -352,29 +312,22 @@ def _torch_builds(releases: dict) -> list[dict]:
     ]
 
 
-def pytorch_rocm_release(releases: dict, version, rocm_version) -> str:
-    """The torch release (X.Y) a host gets: that of VERSION where one is set (a pin), else the
-    newest release the table builds for this ROCm release ("" where it builds none)."""
-    if str(version or "").strip():
-        return _major_minor(str(version).strip())
-    return _follow(_torch_builds(releases), _major_minor(rocm_version))
-
-
 def pytorch_rocm_index(releases: dict, version, rocm_version) -> str:
     """The wheel index (under pytorch_rocm_index_base_url) of this torch and ROCm release (VERSION
     empty: the torch release that follows it), or "" where the table has none."""
-    row = (releases or {}).get(pytorch_rocm_release(releases, version, rocm_version)) or {}
-    return str((row.get("rocm") or {}).get(_major_minor(rocm_version), ""))
+    builds, rocm, version = _torch_builds(releases), _major_minor(rocm_version), str(version or "")
+    release = _major_minor(version.strip()) if version.strip() else _follow(builds, rocm)
+    return next((b["index"] for b in builds if (b["release"], b["rocm"]) == (release, rocm)), "")
 
 
 def _torch_fields(c: dict) -> dict:
     """PyTorch's part of the plan: the build's index, torchvision, pip's requirements."""
-    settings, release = c["settings"], c["release"]
-    torchvision = str((settings["releases"].get(release) or {}).get("torchvision", ""))
+    settings = c["settings"]
+    torchvision = str((settings["releases"].get(c["release"]) or {}).get("torchvision", ""))
     wants_torchvision = truthy(settings["torchvision"])
     return {
         "source": settings["source"],
-        "release": release,
+        "release": c["release"],
         "rocm_version": str(settings["rocm_version"]),
         "index": c["build"]["index"] if c["build"] else "",
         "index_base_url": str(settings["index_base_url"]),
@@ -384,19 +337,6 @@ def _torch_fields(c: dict) -> dict:
         + ([f"torchvision=={torchvision}.*"] if wants_torchvision else []),
         "packages": [],
     }
-
-
-def _torch_index_check(c: dict) -> str:
-    """The refusal of a pip that has neither an index nor a wheelhouse ("" when it has one)."""
-    plan = c["plan"]
-    if plan["index_url"] or plan["find_links"]:
-        return ""
-    return (
-        "pytorch_rocm_index_url and pytorch_rocm_find_links are both empty: set at least"
-        " one (PyTorch's ROCm index such as"
-        f" {plan['index_base_url'].rstrip('/')}/rocm6.4, a lab mirror of it, or a"
-        " wheelhouse)."
-    )
 
 
 def _torch_no_wheels(c: dict) -> tuple[str, str]:
@@ -425,27 +365,9 @@ def _torch_distro(c: dict) -> str:
             " no packaged PyTorch is known there (known: Debian 13, python3-torch). Use"
             " pytorch_rocm_source: pip."
         )
-    plan["packages"] = [distro["torch"]] + (
-        [distro["torchvision"]] if plan["wants_torchvision"] else []
-    )
+    plan["packages"] = [distro["torch"]] + ([distro["torchvision"]] * plan["wants_torchvision"])
     plan["downloads"] = [entry("apt", "PyTorch packages", requirements=plan["packages"])]
     return ""
-
-
-def _torch_result(plan: dict, probe: dict) -> dict:
-    """PyTorch's part of the record: what torch says about its build."""
-    hip, cuda = probe.get("hip_version"), probe.get("cuda_version")
-    return {
-        "source": plan["source"],
-        "torch_version": probe.get("torch_version"),
-        # What was asked: a pin (X.Y.Z), or X.Y.* where torch follows the ROCm release.
-        "torch_requested": plan["version"] if plan["source"] == "pip" else None,
-        "torchvision_version": (probe.get("dists") or {}).get("torchvision"),
-        "hip_version": hip,
-        "cuda_version": cuda,
-        "cuda_available": probe.get("cuda_available"),
-        "build": "rocm" if hip else ("cuda" if cuda else "cpu"),
-    }
 
 
 def _torch_not_rocm(plan: dict, result: dict) -> tuple[str, str]:
@@ -476,25 +398,16 @@ def _torch_wants(plan: dict) -> dict:
     return wants
 
 
-def _torch_pip_says(plan: dict, dist: str, got) -> str:
-    if dist == "torch":
-        return f"torch {got} instead of {plan['version']}" if got else "no torch"
-    return f"torchvision {got or 'missing'} instead of {plan['torchvision']}.*"
-
-
 def _torch_rebuild(plan: dict, dists: dict, require: bool) -> list[str]:
     """Why torch is reinstalled over what pip takes for the version asked: not a ROCm build where
     one is required, or a build for another ROCm release (the host's release changed: pip takes
     2.9.1+rocm6.4 as torch==2.9.1, so only a forced reinstall puts the other build in)."""
     torch = str(dists.get("torch") or "")
     built_for = _major_minor(torch.partition("+rocm")[2])
-    return (
-        [f"torch {torch} is not a ROCm build"] if require and torch and "+rocm" not in torch else []
-    ) + (
-        [f"torch {torch} is built for ROCm {built_for}, not ROCm {plan['rocm']}"]
-        if built_for and built_for != plan["rocm"]
-        else []
-    )
+    not_rocm = require and torch and "+rocm" not in torch
+    return [f"torch {torch} is not a ROCm build"] * bool(not_rocm) + [
+        f"torch {torch} is built for ROCm {built_for}, not ROCm {plan['rocm']}"
+    ] * bool(built_for and built_for != plan["rocm"])
 
 
 PYTORCH = {
@@ -508,22 +421,44 @@ PYTORCH = {
     # Not pinned: the newest patch release of the torch release that follows ROCm.
     "version": lambda c: c["pinned"] or (f"{c['release']}.*" if c["release"] else ""),
     "fields": _torch_fields,
-    # Wheels with pip (of the settings or the plan), else the distribution's packages.
+    # Wheels with pip (the settings' or the plan's source), else the distribution's packages.
     "wheels": lambda settings: settings["source"] == "pip",
     "other_source": _torch_distro,
-    "index_check": _torch_index_check,
+    "no_source": lambda c: (
+        ""
+        if c["plan"]["index_url"] or c["plan"]["find_links"]
+        else "pytorch_rocm_index_url and pytorch_rocm_find_links are both empty: set at least one"
+        " (PyTorch's ROCm index such as"
+        f" {c['plan']['index_base_url'].rstrip('/')}/rocm6.4, a lab mirror of it, or a"
+        " wheelhouse)."
+    ),
     "pythons": lambda c: c["build"]["python"],
     "found_as": lambda c: ("torch", c["release"]),
-    "package": lambda c: "torch",
+    "package": lambda plan: "torch",
     "upstream": lambda c: {
         "index_url": f"{c['plan']['index_base_url']}/{c['plan']['index']}",
         "find_links": "",
     },
     "wants": _torch_wants,
-    "pip_says": _torch_pip_says,
+    "pip_says": lambda plan, dist, got: (
+        (f"torch {got} instead of {plan['version']}" if got else "no torch")
+        if dist == "torch"
+        else f"torchvision {got or 'missing'} instead of {plan['torchvision']}.*"
+    ),
     "rebuild": _torch_rebuild,
     "one_module": False,
-    "result": _torch_result,
+    "probed": ("torch_version", "hip_version", "cuda_version", "cuda_available"),
+    "result": lambda plan, probe: {
+        "source": plan["source"],
+        # What was asked: a pin (X.Y.Z), or X.Y.* where torch follows the ROCm release.
+        "torch_requested": plan["version"] if plan["source"] == "pip" else None,
+        "torchvision_version": (probe.get("dists") or {}).get("torchvision"),
+        "build": "rocm"
+        if probe.get("hip_version")
+        else "cuda"
+        if probe.get("cuda_version")
+        else "cpu",
+    },
     "rocm_build": lambda result: result["build"] == "rocm",
     "sees_gpu": lambda result: truthy(result["cuda_available"]),
     # Its words in the engine's messages.
@@ -541,12 +476,7 @@ PYTORCH = {
 
 
 def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
-    """What pytorch_rocm installs, or why it refuses to.
-
-    SETTINGS: source (pip|distro), version ("": follow rocm_version), rocm_version, torchvision
-    (bool), index_url, find_links, index_base_url, python (the interpreter's path), venv, releases
-    (vars/main.yml's table), distro_packages ({torch, torchvision} or None where the distribution
-    packages no PyTorch), distribution ("Debian 12.8"). PYTHON: see the module's doc (pip only)."""
+    """What pytorch_rocm installs, or why it refuses to."""
     return _engine_plan(PYTORCH, settings, python)
 
 
@@ -556,9 +486,7 @@ def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict
     return {"reasons": decided["reasons"], "force_reinstall": decided["force_reinstall"]}
 
 
-def pytorch_rocm_record(
-    plan: dict, probe: dict, gpu_present, require_rocm_build, interpreter: str, venv: str
-) -> dict:
+def pytorch_rocm_record(plan, probe, gpu_present, require_rocm_build, interpreter, venv) -> dict:
     """The record of what the interpreter has (fact pytorch_rocm_result, and its JSON file), and
     the refusal of a torch that cannot use an AMD GPU ("" when none applies)."""
     return _engine_record(PYTORCH, plan, probe, gpu_present, require_rocm_build, venv, interpreter)
@@ -579,24 +507,6 @@ def tensorflow_rocm_defaults(releases: dict, rocm_version, amd_base_url) -> dict
     return {"newest": str(newest), "find_links": find_links}
 
 
-def tensorflow_rocm_dist(package) -> str:
-    """The package's normalised name (PEP 503), as importlib.metadata is asked for it."""
-    return re.sub(r"[-_.]+", "-", str(package).lower())
-
-
-def tensorflow_rocm_pin(package, version, rocm_version, releases: dict) -> str:
-    """What pip is asked for after `==`: PyPI's tensorflow-rocm X.Y.Z.<ROCm digits>0, AMD's
-    X.Y.Z.* (a plain X.Y.Z or X.Y.Z.<ROCm digits>), another package's X.Y.Z."""
-    rocm = _major_minor(rocm_version)
-    row = (releases or {}).get(rocm) or {}
-    version = str(version)
-    if tensorflow_rocm_dist(package) != "tensorflow-rocm":
-        return version
-    if row.get("source") == "pypi":
-        return f"{version}.{rocm.replace('.', '')}0"
-    return f"{version}.*"
-
-
 def _tf_builds(releases: dict) -> list[dict]:
     """The table (ROCm release -> the TensorFlow releases AMD builds for it) as builds."""
     return [
@@ -607,21 +517,26 @@ def _tf_builds(releases: dict) -> list[dict]:
 
 
 def _tf_fields(c: dict) -> dict:
-    """TensorFlow's part of the plan: the package, pip's pin and the Pythons it has wheels for."""
-    settings, version = c["settings"], c["version"]
-    releases, package = settings["releases"], str(settings["package"])
-    row = releases.get(c["rocm"]) or {}
-    dist = tensorflow_rocm_dist(package)
-    pin = tensorflow_rocm_pin(package, version, settings["rocm_version"], releases)
-    exact = pin[:-2] if pin.endswith(".*") else pin
+    """TensorFlow's part of the plan: the package (dist: its PEP 503 name, as importlib.metadata
+    is asked for it), what pip is asked for after `==` (PyPI's tensorflow-rocm X.Y.Z.<ROCm
+    digits>0, AMD's X.Y.Z.*: a plain X.Y.Z or X.Y.Z.<ROCm digits>, another package's X.Y.Z) and
+    the Pythons it has wheels for (tensorflow-rocm: the table's; another: upstream TensorFlow's)."""
+    settings, version, package = c["settings"], c["version"], str(c["settings"]["package"])
+    row = settings["releases"].get(c["rocm"]) or {}
+    dist = re.sub(r"[-_.]+", "-", package.lower())
+    pin = version
+    if dist == "tensorflow-rocm":
+        digits = c["rocm"].replace(".", "")
+        pin = f"{version}.{digits}0" if row.get("source") == "pypi" else f"{version}.*"
     return {
         "package": package,
         "source": row.get("source", ""),
         "amd_base_url": str(settings["amd_base_url"]),
         "dist": dist,
         "pin": pin,
-        "pin_regex": "^" + re.escape(exact) + ("([.][0-9]+)?$" if pin.endswith(".*") else "$"),
-        # tensorflow-rocm's wheels: the table's; another package's: upstream TensorFlow's.
+        "pin_regex": "^"
+        + re.escape(pin.removesuffix(".*"))
+        + ("([.][0-9]+)?$" if pin.endswith(".*") else "$"),
         "pythons": list(
             row.get("python", [])
             if dist == "tensorflow-rocm"
@@ -632,50 +547,23 @@ def _tf_fields(c: dict) -> dict:
     }
 
 
-def _tf_index_check(c: dict) -> str:
-    """The refusal of no_index without a wheelhouse alone ("" when it does not apply)."""
-    plan = c["plan"]
-    if not plan["no_index"] or (plan["find_links"] and not plan["index_url"]):
-        return ""
-    return (
-        f"tensorflow_rocm_no_index {c['settings']['no_index']}, tensorflow_rocm_index_url"
-        f' "{_masked(plan["index_url"])}", tensorflow_rocm_find_links'
-        f' "{_masked(plan["find_links"])}": tensorflow_rocm_no_index: true needs a wheelhouse'
-        f" and no index (AMD's is {plan['amd_base_url']}/rocm-rel-X.Y/)."
-    )
-
-
 def _tf_no_wheels(c: dict) -> tuple[str, str]:
     """Whose wheels the Python lacks, and where they exist: the table's or upstream's."""
     plan, pyver = c["plan"], c["pyver"]
-    if plan["dist"] == "tensorflow-rocm":
-        where = "PyPI" if plan["source"] == "pypi" else "AMD's listing"
-        cp = " (cp310: Ubuntu 22.04, cp312: Ubuntu 24.04)" if plan["source"] == "amd" else ""
-        others = _unique(b["rocm"] for b in c["builds"] if pyver in b["python"])
-        has = (
-            f"{where} has them for Python {_listed(c['pythons'])}{cp}. ROCm releases with"
-            f" tensorflow-rocm wheels for Python {pyver}: {_listed(others) or 'none in the table'}."
-        )
-    else:
-        has = (
-            f"upstream TensorFlow {_major_minor(plan['version'])} has them for Python"
-            f" {_listed(c['pythons']) or 'none known to the table'}."
-        )
     who = f"tensorflow_rocm_python: {plan['package']} {plan['version']} for ROCm {plan['rocm']}"
-    return who, f"{has} Set"
-
-
-def _tf_result(plan: dict, probe: dict) -> dict:
-    """TensorFlow's part of the record: the package, and what TensorFlow says of ROCm and GPUs."""
-    return {
-        "package": plan["package"],
-        "package_version": (probe.get("dists") or {}).get(plan["dist"]),
-        "tf_version": probe.get("tf_version"),
-        "built_with_rocm": probe.get("built_with_rocm"),
-        "gpus": probe.get("gpus"),
-        "rocm_version": plan["rocm"],
-        "no_index": plan["no_index"],
-    }
+    if plan["dist"] != "tensorflow-rocm":
+        return who, (
+            f"upstream TensorFlow {_major_minor(plan['version'])} has them for Python"
+            f" {_listed(c['pythons']) or 'none known to the table'}. Set"
+        )
+    where = "PyPI" if plan["source"] == "pypi" else "AMD's listing"
+    cp = " (cp310: Ubuntu 22.04, cp312: Ubuntu 24.04)" if plan["source"] == "amd" else ""
+    others = _unique(b["rocm"] for b in c["builds"] if pyver in b["python"])
+    return who, (
+        f"{where} has them for Python {_listed(c['pythons'])}{cp}. ROCm releases with"
+        f" tensorflow-rocm wheels for Python {pyver}: {_listed(others) or 'none in the table'}."
+        " Set"
+    )
 
 
 def _tf_not_rocm(plan: dict, result: dict) -> tuple[str, str]:
@@ -693,10 +581,6 @@ def _tf_not_rocm(plan: dict, result: dict) -> tuple[str, str]:
     )
 
 
-def _tf_pip_says(plan: dict, dist: str, got) -> str:
-    return f"{plan['package']} {got or 'missing'}, wanted {plan['package']}=={plan['pin']}"
-
-
 TENSORFLOW = {
     "role": "tensorflow_rocm",
     "name": "TensorFlow",
@@ -709,10 +593,17 @@ TENSORFLOW = {
     "fields": _tf_fields,
     "wheels": lambda settings: True,
     "other_source": None,
-    "index_check": _tf_index_check,
+    "no_source": lambda c: (
+        ""
+        if not c["plan"]["no_index"] or (c["plan"]["find_links"] and not c["plan"]["index_url"])
+        else f"tensorflow_rocm_no_index {c['settings']['no_index']}, tensorflow_rocm_index_url"
+        f' "{_masked(c["plan"]["index_url"])}", tensorflow_rocm_find_links'
+        f' "{_masked(c["plan"]["find_links"])}": tensorflow_rocm_no_index: true needs a'
+        f" wheelhouse and no index (AMD's is {c['plan']['amd_base_url']}/rocm-rel-X.Y/)."
+    ),
     "pythons": lambda c: c["plan"]["pythons"],
     "found_as": lambda c: ("package", f"{c['plan']['package']} {c['version']}"),
-    "package": lambda c: c["plan"]["package"],
+    "package": lambda plan: plan["package"],
     # AMD's listing; PyPI's releases from the index alone.
     "upstream": lambda c: {
         "index_url": "",
@@ -722,14 +613,20 @@ TENSORFLOW = {
     },
     # The package asked for, matched as pip's pin; the venv holds no other TensorFlow.
     "wants": lambda plan: {
-        plan["dist"]: lambda got: (
-            got is not None and re.match(plan["pin_regex"], str(got)) is not None
-        )
+        plan["dist"]: lambda got: got is not None and bool(re.match(plan["pin_regex"], str(got)))
     },
-    "pip_says": _tf_pip_says,
+    "pip_says": lambda plan, dist, got: (
+        f"{plan['package']} {got or 'missing'}, wanted {plan['package']}=={plan['pin']}"
+    ),
     "rebuild": lambda plan, dists, require: [],
     "one_module": True,
-    "result": _tf_result,
+    "probed": ("tf_version", "built_with_rocm", "gpus"),
+    "result": lambda plan, probe: {
+        "package": plan["package"],
+        "package_version": (probe.get("dists") or {}).get(plan["dist"]),
+        "rocm_version": plan["rocm"],
+        "no_index": plan["no_index"],
+    },
     "rocm_build": lambda result: truthy(result["built_with_rocm"]),
     "sees_gpu": lambda result: bool(result["gpus"]),
     # Its words in the engine's messages.
@@ -747,11 +644,7 @@ TENSORFLOW = {
 
 
 def tensorflow_rocm_plan(settings: dict, python: dict | None = None) -> dict:
-    """What tensorflow_rocm installs, or why it refuses to (only called while it is enabled).
-
-    SETTINGS: rocm_version, version, package, python (the interpreter's path), index_url,
-    find_links, no_index, amd_base_url, venv, releases and upstream_python (vars/main.yml's
-    tables). PYTHON: see the module's doc."""
+    """What tensorflow_rocm installs, or why it refuses to (only called while it is enabled)."""
     return _engine_plan(TENSORFLOW, settings, python)
 
 
@@ -762,14 +655,12 @@ def tensorflow_rocm_pip(plan: dict, probe: dict | None) -> dict:
     got = ((probe or {}).get("dists") or {}).get(plan["dist"])
     return {
         "needed": bool(decided["reasons"]),
-        "reason": _tf_pip_says(plan, plan["dist"], got),
+        "reason": TENSORFLOW["pip_says"](plan, plan["dist"], got),
         "others": decided["others"],
     }
 
 
-def tensorflow_rocm_record(
-    plan: dict, probe: dict, gpu_present, require_rocm_build, venv: str
-) -> dict:
+def tensorflow_rocm_record(plan, probe, gpu_present, require_rocm_build, venv) -> dict:
     """The record of what TensorFlow says about itself (fact tensorflow_rocm_result, and its
     JSON file), and the refusal of a TensorFlow that cannot use an AMD GPU ("" when none)."""
     return _engine_record(TENSORFLOW, plan, probe, gpu_present, require_rocm_build, venv)
