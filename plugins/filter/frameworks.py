@@ -2,31 +2,23 @@
 # Apache License 2.0
 """What the frameworks' roles (pytorch_rocm, tensorflow_rocm) install and from where, decided by
 pure functions over the roles' tables (their vars/main.yml) and what the host said. The roles'
-tasks only read the host, call these, and act on the answer:
+tasks only read the host, call these, and act on the answer: validate -> plan (<role>_plan: the
+refusal, or what to install from where) -> framework_venv (<role>_pip: what pip must do, given
+what the venv has) -> record (<role>_record: the record, and the refusal of a build that cannot
+use the GPU). Arguments and answers: plugins/filter/<name>.yml; SETTINGS: __<role>_settings.
 
-  validate -> plan (<role>_plan(settings, python): the refusal, or what to install from where)
-  -> framework_venv (<role>_pip(plan, probe, ...): what pip must do, given what the venv has)
-  -> record (<role>_record(plan, probe, gpu_present, require_rocm_build, ...): the record, and
-  the refusal of a build that cannot use the GPU). Their arguments and answers are documented
-  beside them (plugins/filter/<name>.yml); SETTINGS are the role's __<role>_settings.
-
-One engine plans, decides pip and records for every framework (_engine_plan, _engine_pip,
-_engine_record) and words the refusals; a framework is a dict of FRAMEWORKS (PYTORCH,
-TENSORFLOW): how its table reads as builds, and its few words.
-
-A framework's version left empty (the default) follows the ROCm release: the newest framework
-release the role's table builds for it (the table the support catalog points to), so that a
-change of rocm_repo_version alone moves the frameworks too. A version set is a pin: kept as it
-is, and refused, naming the release that would fit, where it has no build for the ROCm release.
+A framework's version left empty (the default) follows the ROCm release: the newest release its
+table (the one the support catalog points to) builds for it, so that a change of
+rocm_repo_version alone moves the frameworks too. A version set is a pin: kept as it is, and
+refused, naming the release that would fit, where it has no build for the ROCm release.
 
 PYTHON is the result of running the venv's interpreter with `print('%d.%d.%d' %
 sys.version_info[:3])` (rc, stdout, and msg or stderr), or None where it was not run. Every
 refusal names the variable, the value and what would work; the first that applies is returned
 (the order the role's checks always had), "" when none does. PROBE is what
 roles/framework_venv/files/probe.py printed ({} when there was no venv to ask). A plan's
-"downloads" is the role's one list of what the host fetches (plugins/module_utils/downloads.py;
-published as <role>_downloads for the lab cache and the rollout's preflight): empty when the plan
-refuses.
+"downloads" is the role's one list of what the host fetches (plugins/module_utils/downloads.py,
+<role>_downloads for the lab cache and the rollout's preflight): empty when the plan refuses.
 """
 
 from __future__ import annotations
@@ -58,34 +50,16 @@ def _release_key(release) -> tuple[int, ...]:
     return tuple(int(part) for part in str(release).split(".") if part.isdigit())
 
 
-def _python_ran(python) -> tuple[bool, str, str]:
-    """(whether the interpreter ran, the version it printed, why it did not run)."""
-    python = python or {}
-    if python.get("rc") != 0:
-        why = python["msg"] if "msg" in python else python.get("stderr", "")
-        return False, "", str(why)
-    version = str(python.get("stdout", "")).strip()
-    return True, version, ""
-
-
 # --- the engine: one plan, pip decision and record over a framework's table -----------------
 # A framework is a dict (PYTORCH, TENSORFLOW): its role, "name" and "word" (PyTorch, torch);
 # "builds", its table read as builds (a release, a ROCm release it is built for, the Pythons of
-# its wheels; the table stays where the support catalog points, the role's vars/main.yml);
-# "keyed_by", what the table is keyed by (a pin outside it is unknown; the refusals name what
-# fits in the table's terms) and "pin", the release a pin asks for; its part of the plan
-# ("fields") and of the record ("probed" from the probe, "result"); what pip is asked for
-# ("wants", "rebuild"); and the few words of the engine's messages that are its own: functions of
-# the plan, the record, or the context C of a plan (role, settings, builds, pinned, rocm,
-# release, build: None where the table lacks it, version, plan; past the Python check: path,
-# found, pyver, pythons).
-
-
-def _is_version(version: str, wanted: str) -> bool:
-    """Whether VERSION is WANTED: X.Y.Z exactly, or any X.Y.Z of X.Y.* (pip's == prefix match)."""
-    if wanted.endswith(".*"):
-        return _major_minor(version) == wanted[:-2]
-    return version == wanted
+# its wheels); "keyed_by", what the table is keyed by (a pin outside it is unknown, and refusals
+# name what fits in those terms); "pin", the release a pin asks for; its part of the plan
+# ("fields") and record ("probed", "result"); what pip wants ("wants"; optional: "rebuild", and
+# "one_module": no other distribution may stay); and its own words in the engine's messages,
+# functions of the plan, the record or the context C of a plan (role, settings, builds, pinned,
+# rocm, release, build: None where the table lacks it, version, plan; then path, found, pyver,
+# pythons where the Python check got).
 
 
 def _follow(builds: list, rocm: str) -> str:
@@ -145,14 +119,15 @@ def _refusal(framework: dict, c: dict, python: dict | None) -> str:
         return _pin_refusal(framework, c)
     if framework["no_source"](c):
         return framework["no_source"](c)
-    path = c["path"] = str(c["settings"]["python"])
-    ran, found, why = _python_ran(python)
-    if not ran:
+    path, python = str(c["settings"]["python"]), python or {}
+    if python.get("rc") != 0:
+        why = python["msg"] if "msg" in python else python.get("stderr", "")
         return (
             f"{role}_python: {path} does not run ({why}). Install python3 or point {role}_python"
             " at an interpreter."
         )
-    c["found"], c["pyver"], c["pythons"] = found, _major_minor(found), framework["pythons"](c)
+    found = c["found"] = str(python.get("stdout", "")).strip()
+    c["path"], c["pyver"], c["pythons"] = path, _major_minor(found), framework["pythons"](c)
     if c["pyver"] in c["pythons"]:
         return ""
     who, has = framework["no_wheels"](c)
@@ -180,7 +155,8 @@ def _nothing_to_follow(framework: dict, c: dict) -> str:
         f" there is none to follow.{core} The newest ROCm release the table has {word} for"
         f" is {newest} ({word} {_follow(builds, newest)})."
         f"{known if framework['keyed_by'] == 'rocm' else ''} Set {role}_rocm_version:"
-        f' "{newest}" (docs/core-sdk.md{framework["core_sdk"]}), or {framework["leave_out"]}.'
+        f' "{newest}" (docs/core-sdk.md{framework.get("core_sdk", "")}), or'
+        f" {framework['leave_out']}."
     )
 
 
@@ -239,7 +215,9 @@ def _found(framework: dict, c: dict) -> None:
         entry(
             "wheels",
             f"{name} wheels",
-            mirrors=pip_mirrors(name, index_url, plan["find_links"], framework["package"](plan)),
+            mirrors=pip_mirrors(
+                name, index_url, plan["find_links"], plan["requirements"][0].split("==")[0]
+            ),
             upstream=framework["upstream"](c),
             requirements=plan["requirements"],
             python=c["pyver"],
@@ -258,11 +236,13 @@ def _engine_pip(framework: dict, plan: dict, probe: dict | None, require) -> dic
     wants = framework["wants"](plan)
     says = framework["pip_says"]
     reasons = [says(plan, d, dists.get(d)) for d, fits in wants.items() if not fits(dists.get(d))]
-    rebuild = framework["rebuild"](plan, dists, truthy(require))
+    rebuild = framework["rebuild"](plan, dists, truthy(require)) if "rebuild" in framework else []
     return {
         "reasons": reasons + rebuild,
         "force_reinstall": bool(rebuild),
-        "others": [name for name in dists if name not in wants] if framework["one_module"] else [],
+        "others": [name for name in dists if name not in wants]
+        if framework.get("one_module")
+        else [],
     }
 
 
@@ -288,7 +268,7 @@ def _engine_record(framework, plan, probe, gpu_present, require, venv, interpret
         what, fix = framework["not_rocm"](plan, result)
         refusal = (
             f"{role}: {result['python']} has {what}. It cannot use an AMD GPU"
-            f"{framework['rocm_only']}. {fix}On a host without an AMD GPU (CI), set"
+            f"{framework.get('rocm_only', '')}. {fix}On a host without an AMD GPU (CI), set"
             f" {role}_require_rocm_build: false."
         )
     elif result["gpu_present"] and not framework["sees_gpu"](result):
@@ -303,20 +283,12 @@ def _engine_record(framework, plan, probe, gpu_present, require, venv, interpret
 # --- PyTorch ------------------------------------------------------------------------------
 
 
-def _torch_builds(releases: dict) -> list[dict]:
-    """The table (torch release -> its ROCm releases and their index) as builds."""
-    return [
-        _build(name, rocm, row.get("python"), index=str(index))
-        for name, row in (releases or {}).items()
-        for rocm, index in (row.get("rocm") or {}).items()
-    ]
-
-
 def pytorch_rocm_index(releases: dict, version, rocm_version) -> str:
     """The wheel index (under pytorch_rocm_index_base_url) of this torch and ROCm release (VERSION
     empty: the torch release that follows it), or "" where the table has none."""
-    builds, rocm, version = _torch_builds(releases), _major_minor(rocm_version), str(version or "")
-    release = _major_minor(version.strip()) if version.strip() else _follow(builds, rocm)
+    version, rocm = str(version or "").strip(), _major_minor(rocm_version)
+    builds = PYTORCH["builds"](releases)
+    release = _major_minor(version) if version else _follow(builds, rocm)
     return next((b["index"] for b in builds if (b["release"], b["rocm"]) == (release, rocm)), "")
 
 
@@ -388,14 +360,17 @@ def _torch_not_rocm(plan: dict, result: dict) -> tuple[str, str]:
 
 
 def _torch_wants(plan: dict) -> dict:
-    """Whether the venv's torch (its version without the local label: 2.9.1 of 2.9.1+rocm6.4)
-    and torchvision are those asked for (None: missing)."""
-    wants = {
-        "torch": lambda got: bool(got) and _is_version(str(got).split("+", 1)[0], plan["version"])
-    }
+    """Whether the venv's torch (without its local label) is the version asked for (X.Y.Z, or any
+    X.Y.Z of X.Y.*: pip's == prefix match), and its torchvision the release (None: missing)."""
+    version = plan["version"]
+    wants = {"torch": lambda got: bool(got) and _is_version(str(got).split("+", 1)[0], version)}
     if plan["wants_torchvision"]:
         wants["torchvision"] = lambda got: _major_minor(got or "") == plan["torchvision"]
     return wants
+
+
+def _is_version(version: str, wanted: str) -> bool:
+    return _major_minor(version) == wanted[:-2] if wanted.endswith(".*") else version == wanted
 
 
 def _torch_rebuild(plan: dict, dists: dict, require: bool) -> list[str]:
@@ -414,7 +389,12 @@ PYTORCH = {
     "role": "pytorch_rocm",
     "name": "PyTorch",
     "word": "torch",
-    "builds": _torch_builds,
+    # The table: torch release -> its torchvision, Pythons, and ROCm releases with their index.
+    "builds": lambda releases: [
+        _build(name, rocm, row.get("python"), index=str(index))
+        for name, row in (releases or {}).items()
+        for rocm, index in (row.get("rocm") or {}).items()
+    ],
     # A pin (X.Y.Z) asks for its release (X.Y); the table is keyed by release.
     "pin": _major_minor,
     "keyed_by": "release",
@@ -434,7 +414,6 @@ PYTORCH = {
     ),
     "pythons": lambda c: c["build"]["python"],
     "found_as": lambda c: ("torch", c["release"]),
-    "package": lambda plan: "torch",
     "upstream": lambda c: {
         "index_url": f"{c['plan']['index_base_url']}/{c['plan']['index']}",
         "find_links": "",
@@ -446,7 +425,6 @@ PYTORCH = {
         else f"torchvision {got or 'missing'} instead of {plan['torchvision']}.*"
     ),
     "rebuild": _torch_rebuild,
-    "one_module": False,
     "probed": ("torch_version", "hip_version", "cuda_version", "cuda_available"),
     "result": lambda plan, probe: {
         "source": plan["source"],
@@ -487,8 +465,7 @@ def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict
 
 
 def pytorch_rocm_record(plan, probe, gpu_present, require_rocm_build, interpreter, venv) -> dict:
-    """The record of what the interpreter has (fact pytorch_rocm_result, and its JSON file), and
-    the refusal of a torch that cannot use an AMD GPU ("" when none applies)."""
+    """The record of what the interpreter's torch says (pytorch_rocm_result), and the refusal."""
     return _engine_record(PYTORCH, plan, probe, gpu_present, require_rocm_build, venv, interpreter)
 
 
@@ -505,15 +482,6 @@ def tensorflow_rocm_defaults(releases: dict, rocm_version, amd_base_url) -> dict
         f"{str(amd_base_url).rstrip('/')}/rocm-rel-{rocm}/" if row.get("source") == "amd" else ""
     )
     return {"newest": str(newest), "find_links": find_links}
-
-
-def _tf_builds(releases: dict) -> list[dict]:
-    """The table (ROCm release -> the TensorFlow releases AMD builds for it) as builds."""
-    return [
-        _build(version, rocm, row.get("python"), source=row.get("source", ""))
-        for rocm, row in (releases or {}).items()
-        for version in row.get("tensorflow") or []
-    ]
 
 
 def _tf_fields(c: dict) -> dict:
@@ -585,14 +553,18 @@ TENSORFLOW = {
     "role": "tensorflow_rocm",
     "name": "TensorFlow",
     "word": "TensorFlow",
-    "builds": _tf_builds,
+    # The table: ROCm release -> the TensorFlow releases AMD builds for it, where, which Pythons.
+    "builds": lambda releases: [
+        _build(version, rocm, row.get("python"), source=row.get("source", ""))
+        for rocm, row in (releases or {}).items()
+        for version in row.get("tensorflow") or []
+    ],
     # A pin (X.Y.Z) is the version itself; the table is keyed by ROCm release.
     "pin": str,
     "keyed_by": "rocm",
     "version": lambda c: c["release"],
     "fields": _tf_fields,
     "wheels": lambda settings: True,
-    "other_source": None,
     "no_source": lambda c: (
         ""
         if not c["plan"]["no_index"] or (c["plan"]["find_links"] and not c["plan"]["index_url"])
@@ -603,7 +575,6 @@ TENSORFLOW = {
     ),
     "pythons": lambda c: c["plan"]["pythons"],
     "found_as": lambda c: ("package", f"{c['plan']['package']} {c['version']}"),
-    "package": lambda plan: plan["package"],
     # AMD's listing; PyPI's releases from the index alone.
     "upstream": lambda c: {
         "index_url": "",
@@ -618,7 +589,6 @@ TENSORFLOW = {
     "pip_says": lambda plan, dist, got: (
         f"{plan['package']} {got or 'missing'}, wanted {plan['package']}=={plan['pin']}"
     ),
-    "rebuild": lambda plan, dists, require: [],
     "one_module": True,
     "probed": ("tf_version", "built_with_rocm", "gpus"),
     "result": lambda plan, probe: {
@@ -630,11 +600,9 @@ TENSORFLOW = {
     "rocm_build": lambda result: truthy(result["built_with_rocm"]),
     "sees_gpu": lambda result: bool(result["gpus"]),
     # Its words in the engine's messages.
-    "core_sdk": "",
     "leave_out": "leave TensorFlow off (tensorflow_rocm_enabled: false)",
     "no_wheels": _tf_no_wheels,
     "not_rocm": _tf_not_rocm,
-    "rocm_only": "",
     "no_gpu": lambda plan, result: (
         f"TensorFlow {result['tf_version']} lists no GPU (tf.config.list_physical_devices('GPU')"
         f" is empty). Check that the kernel driver matches ROCm {plan['rocm']} and that the user"
@@ -652,17 +620,14 @@ def tensorflow_rocm_pip(plan: dict, probe: dict | None) -> dict:
     """Whether pip must run, why, and the other TensorFlow distributions in the venv (they own
     the same `tensorflow` module: the role removes them first)."""
     decided = _engine_pip(TENSORFLOW, plan, probe, False)
-    got = ((probe or {}).get("dists") or {}).get(plan["dist"])
-    return {
-        "needed": bool(decided["reasons"]),
-        "reason": TENSORFLOW["pip_says"](plan, plan["dist"], got),
-        "others": decided["others"],
-    }
+    reason = TENSORFLOW["pip_says"](
+        plan, plan["dist"], ((probe or {}).get("dists") or {}).get(plan["dist"])
+    )
+    return {"needed": bool(decided["reasons"]), "reason": reason, "others": decided["others"]}
 
 
 def tensorflow_rocm_record(plan, probe, gpu_present, require_rocm_build, venv) -> dict:
-    """The record of what TensorFlow says about itself (fact tensorflow_rocm_result, and its
-    JSON file), and the refusal of a TensorFlow that cannot use an AMD GPU ("" when none)."""
+    """The record of what the venv's TensorFlow says (tensorflow_rocm_result), and the refusal."""
     return _engine_record(TENSORFLOW, plan, probe, gpu_present, require_rocm_build, venv)
 
 
