@@ -73,9 +73,13 @@ def _unique(names) -> list:
 
 
 def _build(release, rocm, python, **more) -> dict:
-    """One row of a framework's table read as a build: a release, a ROCm release it is built
-    for, the Python versions its wheels exist for, and what else the framework keeps there."""
+    """A row of a table as a build: a release, its ROCm release, the Pythons of its wheels."""
     return {"release": str(release), "rocm": str(rocm), "python": list(python or []), **more}
+
+
+def _wheels(framework: dict, settings: dict) -> bool:
+    """Whether the framework installs wheels with pip (else "other_source" installs it)."""
+    return "other_source" not in framework or settings["source"] == "pip"
 
 
 def _engine_plan(framework: dict, settings: dict, python: dict | None = None) -> dict:
@@ -84,11 +88,11 @@ def _engine_plan(framework: dict, settings: dict, python: dict | None = None) ->
     pinned = str(settings["version"] or "").strip()
     rocm = _major_minor(settings["rocm_version"])
     # The table's release a host gets: the pin's, else the newest built for the ROCm release.
-    release = framework["pin"](pinned) if pinned else _follow(builds, rocm)
+    release = framework.get("pin", str)(pinned) if pinned else _follow(builds, rocm)
     build = next((b for b in builds if (b["release"], b["rocm"]) == (release, rocm)), None)
     c = {"role": framework["role"], "settings": settings, "builds": builds, "pinned": pinned}
     c.update(rocm=rocm, release=release, build=build)
-    c["version"] = framework["version"](c)
+    c["version"] = framework["version"](c) if "version" in framework else release
     plan = c["plan"] = {
         "refusal": "",
         "version": c["version"],
@@ -108,7 +112,7 @@ def _engine_plan(framework: dict, settings: dict, python: dict | None = None) ->
 
 def _refusal(framework: dict, c: dict, python: dict | None) -> str:
     """The first refusal that applies to the plan in C ("" when none does)."""
-    role, keyed_by, wheels = c["role"], framework["keyed_by"], framework["wheels"](c["settings"])
+    role, keyed_by, wheels = c["role"], framework["keyed_by"], _wheels(framework, c["settings"])
     if not c["pinned"] and wheels and not c["release"]:
         return _nothing_to_follow(framework, c)
     if c["pinned"] and c[keyed_by] not in {b[keyed_by] for b in c["builds"]}:
@@ -250,7 +254,7 @@ def _engine_record(framework, plan, probe, gpu_present, require, venv, interpret
     """The record of what the venv's framework says about itself (the role writes it as JSON with
     sorted keys), and the refusal of one that cannot use an AMD GPU ("" when none applies, or
     when a ROCm build is not required). INTERPRETER: the venv's python unless named."""
-    pip, role = framework["wheels"](plan), framework["role"]
+    pip, role = _wheels(framework, plan), framework["role"]
     result = {
         "venv": venv if pip else None,
         "python": f"{venv}/bin/python" if interpreter is None else interpreter,
@@ -261,17 +265,15 @@ def _engine_record(framework, plan, probe, gpu_present, require, venv, interpret
         "index_url": _masked(plan["index_url"]) if pip else "",
         "find_links": _masked(plan["find_links"]) if pip else "",
     }
-    refusal = ""
-    if not truthy(require):
-        pass
-    elif not framework["rocm_build"](result):
+    refusal, require = "", truthy(require)
+    if require and not framework["rocm_build"](result):
         what, fix = framework["not_rocm"](plan, result)
         refusal = (
             f"{role}: {result['python']} has {what}. It cannot use an AMD GPU"
             f"{framework.get('rocm_only', '')}. {fix}On a host without an AMD GPU (CI), set"
             f" {role}_require_rocm_build: false."
         )
-    elif result["gpu_present"] and not framework["sees_gpu"](result):
+    elif require and result["gpu_present"] and not framework["sees_gpu"](result):
         refusal = (
             f"{role}: this host has /dev/kfd, but {framework['no_gpu'](plan, result)}, and run"
             " rocminfo: a GPU it lists as unsupported needs the gfx_override role"
@@ -362,8 +364,9 @@ def _torch_not_rocm(plan: dict, result: dict) -> tuple[str, str]:
 def _torch_wants(plan: dict) -> dict:
     """Whether the venv's torch (without its local label) is the version asked for (X.Y.Z, or any
     X.Y.Z of X.Y.*: pip's == prefix match), and its torchvision the release (None: missing)."""
-    version = plan["version"]
-    wants = {"torch": lambda got: bool(got) and _is_version(str(got).split("+", 1)[0], version)}
+    wants = {
+        "torch": lambda got: bool(got) and _is_version(str(got).split("+", 1)[0], plan["version"])
+    }
     if plan["wants_torchvision"]:
         wants["torchvision"] = lambda got: _major_minor(got or "") == plan["torchvision"]
     return wants
@@ -401,8 +404,7 @@ PYTORCH = {
     # Not pinned: the newest patch release of the torch release that follows ROCm.
     "version": lambda c: c["pinned"] or (f"{c['release']}.*" if c["release"] else ""),
     "fields": _torch_fields,
-    # Wheels with pip (the settings' or the plan's source), else the distribution's packages.
-    "wheels": lambda settings: settings["source"] == "pip",
+    # pytorch_rocm_source: distro installs the distribution's packages.
     "other_source": _torch_distro,
     "no_source": lambda c: (
         ""
@@ -439,7 +441,6 @@ PYTORCH = {
     },
     "rocm_build": lambda result: result["build"] == "rocm",
     "sees_gpu": lambda result: truthy(result["cuda_available"]),
-    # Its words in the engine's messages.
     "core_sdk": ": the wheels bring their own ROCm libraries",
     "leave_out": "leave PyTorch out of the run (--skip-tags pytorch_rocm)",
     "no_wheels": _torch_no_wheels,
@@ -560,11 +561,8 @@ TENSORFLOW = {
         for version in row.get("tensorflow") or []
     ],
     # A pin (X.Y.Z) is the version itself; the table is keyed by ROCm release.
-    "pin": str,
     "keyed_by": "rocm",
-    "version": lambda c: c["release"],
     "fields": _tf_fields,
-    "wheels": lambda settings: True,
     "no_source": lambda c: (
         ""
         if not c["plan"]["no_index"] or (c["plan"]["find_links"] and not c["plan"]["index_url"])
@@ -599,7 +597,6 @@ TENSORFLOW = {
     },
     "rocm_build": lambda result: truthy(result["built_with_rocm"]),
     "sees_gpu": lambda result: bool(result["gpus"]),
-    # Its words in the engine's messages.
     "leave_out": "leave TensorFlow off (tensorflow_rocm_enabled: false)",
     "no_wheels": _tf_no_wheels,
     "not_rocm": _tf_not_rocm,
