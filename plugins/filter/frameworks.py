@@ -24,6 +24,7 @@ roles/framework_venv/files/probe.py printed ({} when there was no venv to ask). 
 from __future__ import annotations
 
 import re
+from functools import partial
 
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.downloads import (
     entry,
@@ -250,14 +251,16 @@ def _engine_pip(framework: dict, plan: dict, probe: dict | None, require) -> dic
     }
 
 
-def _engine_record(framework, plan, probe, gpu_present, require, venv, interpreter=None):
-    """The record of what the venv's framework says about itself (the role writes it as JSON with
-    sorted keys), and the refusal of one that cannot use an AMD GPU ("" when none applies, or
-    when a ROCm build is not required). INTERPRETER: the venv's python unless named."""
+def _engine_record(framework, plan, probe, gpu_present, require, *where):
+    """The record of what the framework says about itself (the role writes it as JSON with sorted
+    keys), and the refusal of one that cannot use an AMD GPU ("" when none applies, or when a
+    ROCm build is not required). WHERE: the venv, after the interpreter asked where the role
+    names it (PyTorch: a distribution's torch is not in the venv)."""
+    *interpreter, venv = where
     pip, role = _wheels(framework, plan), framework["role"]
     result = {
         "venv": venv if pip else None,
-        "python": f"{venv}/bin/python" if interpreter is None else interpreter,
+        "python": interpreter[0] if interpreter else f"{venv}/bin/python",
         "python_version": probe.get("python"),
         **{key: probe.get(key) for key in framework["probed"]},
         **framework["result"](plan, probe),
@@ -454,20 +457,10 @@ PYTORCH = {
 }
 
 
-def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
-    """What pytorch_rocm installs, or why it refuses to."""
-    return _engine_plan(PYTORCH, settings, python)
-
-
 def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict:
     """Why pip must run in the venv (empty: it need not), and whether it reinstalls torch."""
     decided = _engine_pip(PYTORCH, plan, probe, require_rocm_build)
     return {"reasons": decided["reasons"], "force_reinstall": decided["force_reinstall"]}
-
-
-def pytorch_rocm_record(plan, probe, gpu_present, require_rocm_build, interpreter, venv) -> dict:
-    """The record of what the interpreter's torch says (pytorch_rocm_result), and the refusal."""
-    return _engine_record(PYTORCH, plan, probe, gpu_present, require_rocm_build, venv, interpreter)
 
 
 # --- TensorFlow ---------------------------------------------------------------------------
@@ -608,11 +601,6 @@ TENSORFLOW = {
 }
 
 
-def tensorflow_rocm_plan(settings: dict, python: dict | None = None) -> dict:
-    """What tensorflow_rocm installs, or why it refuses to (only called while it is enabled)."""
-    return _engine_plan(TENSORFLOW, settings, python)
-
-
 def tensorflow_rocm_pip(plan: dict, probe: dict | None) -> dict:
     """Whether pip must run, why, and the other TensorFlow distributions in the venv (they own
     the same `tensorflow` module: the role removes them first)."""
@@ -623,13 +611,13 @@ def tensorflow_rocm_pip(plan: dict, probe: dict | None) -> dict:
     return {"needed": bool(decided["reasons"]), "reason": reason, "others": decided["others"]}
 
 
-def tensorflow_rocm_record(plan, probe, gpu_present, require_rocm_build, venv) -> dict:
-    """The record of what the venv's TensorFlow says (tensorflow_rocm_result), and the refusal."""
-    return _engine_record(TENSORFLOW, plan, probe, gpu_present, require_rocm_build, venv)
-
-
 # The frameworks by the names of the support catalog's "frameworks" (which point to their tables).
 FRAMEWORKS = {"pytorch": PYTORCH, "tensorflow": TENSORFLOW}
+# The roles' plans and records are the engine's (plugins/filter/<name>.yml says their arguments).
+pytorch_rocm_plan = partial(_engine_plan, PYTORCH)
+pytorch_rocm_record = partial(_engine_record, PYTORCH)  # ..., interpreter, venv
+tensorflow_rocm_plan = partial(_engine_plan, TENSORFLOW)
+tensorflow_rocm_record = partial(_engine_record, TENSORFLOW)  # ..., venv
 
 
 class FilterModule:
