@@ -209,10 +209,10 @@ def _pin_refusal(framework: dict, c: dict) -> str:
 
 
 def _found(framework: dict, c: dict) -> None:
-    """The interpreter found, and the one download of a plan that installs wheels: from the
-    configured index (unless pip reads the wheelhouse alone) and wheelhouse; upstream: where this
-    host would fetch them without a lab cache (role lab_cache fetches them once for its clients)."""
+    """The interpreter found, and the wheels' download: from the index (unless pip reads the
+    wheelhouse alone) and wheelhouse; upstream: where they come from without a lab cache."""
     plan, name, (what, value) = c["plan"], framework["name"], framework["found_as"](c)
+    package = plan["requirements"][0].split("==")[0]
     plan["python_found"] = {"path": c["path"], "version": c["found"], what: value}
     plan["python_found"]["wheels_for"] = list(c["pythons"])
     index_url = "" if plan.get("no_index") else plan["index_url"]
@@ -220,9 +220,7 @@ def _found(framework: dict, c: dict) -> None:
         entry(
             "wheels",
             f"{name} wheels",
-            mirrors=pip_mirrors(
-                name, index_url, plan["find_links"], plan["requirements"][0].split("==")[0]
-            ),
+            mirrors=pip_mirrors(name, index_url, plan["find_links"], package),
             upstream=framework["upstream"](c),
             requirements=plan["requirements"],
             python=c["pyver"],
@@ -233,22 +231,16 @@ def _found(framework: dict, c: dict) -> None:
 
 
 def _engine_pip(framework: dict, plan: dict, probe: dict | None, require) -> dict:
-    """What pip must do in the venv, given the distributions PROBE found: why it must run (none:
-    it need not), whether it reinstalls over what pip takes for the version asked (a build for
-    another ROCm release, or not a ROCm build where one is required), and the other
+    """Why pip must run in the venv, given the distributions PROBE found (none: it need not),
+    whether it reinstalls over what pip takes for the version asked ("rebuild"), and the other
     distributions there that own the framework's module (the role removes them first)."""
     dists = (probe or {}).get("dists") or {}
     wants = framework["wants"](plan)
     says = framework["pip_says"]
     reasons = [says(plan, d, dists.get(d)) for d, fits in wants.items() if not fits(dists.get(d))]
     rebuild = framework["rebuild"](plan, dists, truthy(require)) if "rebuild" in framework else []
-    return {
-        "reasons": reasons + rebuild,
-        "force_reinstall": bool(rebuild),
-        "others": [name for name in dists if name not in wants]
-        if framework.get("one_module")
-        else [],
-    }
+    others = [name for name in dists if name not in wants] if framework.get("one_module") else []
+    return {"reasons": reasons + rebuild, "force_reinstall": bool(rebuild), "others": others}
 
 
 def _engine_record(framework, plan, probe, gpu_present, require, *where):
@@ -286,11 +278,8 @@ def _engine_record(framework, plan, probe, gpu_present, require, *where):
 
 
 # --- PyTorch ------------------------------------------------------------------------------
-
-
 def pytorch_rocm_index(releases: dict, version, rocm_version) -> str:
-    """The wheel index (under pytorch_rocm_index_base_url) of this torch and ROCm release (VERSION
-    empty: the torch release that follows it), or "" where the table has none."""
+    """The wheel index (under pytorch_rocm_index_base_url) of this torch and ROCm release, or ""."""
     version, rocm = str(version or "").strip(), _major_minor(rocm_version)
     builds = PYTORCH["builds"](releases)
     release = _major_minor(version) if version else _follow(builds, rocm)
@@ -380,9 +369,8 @@ def _is_version(version: str, wanted: str) -> bool:
 
 
 def _torch_rebuild(plan: dict, dists: dict, require: bool) -> list[str]:
-    """Why torch is reinstalled over what pip takes for the version asked: not a ROCm build where
-    one is required, or a build for another ROCm release (the host's release changed: pip takes
-    2.9.1+rocm6.4 as torch==2.9.1, so only a forced reinstall puts the other build in)."""
+    """Why torch is reinstalled: not a ROCm build where one is required, or one for another ROCm
+    release (pip takes 2.9.1+rocm6.4 as torch==2.9.1: only a forced reinstall replaces it)."""
     torch = str(dists.get("torch") or "")
     built_for = _major_minor(torch.partition("+rocm")[2])
     not_rocm = require and torch and "+rocm" not in torch
@@ -464,8 +452,6 @@ def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict
 
 
 # --- TensorFlow ---------------------------------------------------------------------------
-
-
 def tensorflow_rocm_defaults(releases: dict, rocm_version, amd_base_url) -> dict:
     """The defaults the table gives a ROCm release: its newest TensorFlow, and AMD's listing of
     its wheels where AMD hosts them ("" for PyPI's releases and releases not in the table)."""
