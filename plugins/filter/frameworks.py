@@ -12,11 +12,10 @@ table (the one the support catalog points to) builds for it, so that a change of
 rocm_repo_version alone moves the frameworks too. A version set is a pin: kept as it is, and
 refused, naming the release that would fit, where it has no build for the ROCm release.
 
-PYTHON is the result of running the venv's interpreter with `print('%d.%d.%d' %
-sys.version_info[:3])` (rc, stdout, and msg or stderr), or None where it was not run. Every
-refusal names the variable, the value and what would work; the first that applies is returned
-(the order the role's checks always had), "" when none does. PROBE is what
-roles/framework_venv/files/probe.py printed ({} when there was no venv to ask). A plan's
+PYTHON is what the venv's interpreter printed for `print('%d.%d.%d' % sys.version_info[:3])`
+(rc, stdout, and msg or stderr), or None where it was not run. Every refusal names the variable,
+the value and what would work; the first that applies is returned, "" when none does. PROBE is
+what roles/framework_venv/files/probe.py printed ({} without a venv to ask). A plan's
 "downloads" is the role's one list of what the host fetches (plugins/module_utils/downloads.py,
 <role>_downloads for the lab cache and the rollout's preflight): empty when the plan refuses.
 """
@@ -168,9 +167,10 @@ def _nothing_to_follow(framework: dict, c: dict) -> str:
 def _pin_refusal(framework: dict, c: dict) -> str:
     """The refusal of a pin the table does not know, or has but not for the ROCm release, in the
     table's terms: by release or by ROCm release (keyed_by)."""
-    role, builds, rocm, pinned = (c[k] for k in ("role", "builds", "rocm", "pinned"))
-    word = framework["word"]
-    release, by_release = c["release"], framework["keyed_by"] == "release"
+    role, builds, rocm, pinned, release = (
+        c[k] for k in ("role", "builds", "rocm", "pinned", "release")
+    )
+    word, by_release = framework["word"], framework["keyed_by"] == "release"
     has = [b["release"] for b in builds if b["rocm"] == rocm]
     built_for = [b["rocm"] for b in builds if b["release"] == release]
     known = _listed(_unique(b[framework["keyed_by"]] for b in builds))
@@ -244,10 +244,9 @@ def _engine_pip(framework: dict, plan: dict, probe: dict | None, require) -> dic
 
 
 def _engine_record(framework, plan, probe, gpu_present, require, *where):
-    """The record of what the framework says about itself (the role writes it as JSON with sorted
-    keys), and the refusal of one that cannot use an AMD GPU ("" when none applies, or when a
-    ROCm build is not required). WHERE: the venv, after the interpreter asked where the role
-    names it (PyTorch: a distribution's torch is not in the venv)."""
+    """The record of what the framework says of itself (written as JSON with sorted keys), and the
+    refusal of one that cannot use an AMD GPU ("" when none applies, or no ROCm build is asked).
+    WHERE: the venv, after the interpreter where the role names it (PyTorch's may be the OS's)."""
     *interpreter, venv = where
     pip, role = _wheels(framework, plan), framework["role"]
     result = {
@@ -323,8 +322,7 @@ def _torch_no_wheels(c: dict) -> tuple[str, str]:
 
 def _torch_distro(c: dict) -> str:
     """The distribution's packages (pytorch_rocm_source: distro), or the refusal."""
-    plan, settings = c["plan"], c["settings"]
-    distro = settings.get("distro_packages")
+    plan, settings, distro = c["plan"], c["settings"], c["settings"].get("distro_packages")
     if not distro:
         return (
             f'pytorch_rocm_source: "distro" is not available on {settings["distribution"]}:'
@@ -458,17 +456,14 @@ def tensorflow_rocm_defaults(releases: dict, rocm_version, amd_base_url) -> dict
     rocm = _major_minor(rocm_version)
     row = (releases or {}).get(rocm) or {}
     newest = (row.get("tensorflow") or [""])[0]
-    find_links = (
-        f"{str(amd_base_url).rstrip('/')}/rocm-rel-{rocm}/" if row.get("source") == "amd" else ""
-    )
-    return {"newest": str(newest), "find_links": find_links}
+    listing = f"{str(amd_base_url).rstrip('/')}/rocm-rel-{rocm}/"
+    return {"newest": str(newest), "find_links": listing if row.get("source") == "amd" else ""}
 
 
 def _tf_fields(c: dict) -> dict:
-    """TensorFlow's part of the plan: the package (dist: its PEP 503 name, as importlib.metadata
-    is asked for it), what pip is asked for after `==` (PyPI's tensorflow-rocm X.Y.Z.<ROCm
-    digits>0, AMD's X.Y.Z.*: a plain X.Y.Z or X.Y.Z.<ROCm digits>, another package's X.Y.Z) and
-    the Pythons it has wheels for (tensorflow-rocm: the table's; another: upstream TensorFlow's)."""
+    """TensorFlow's part of the plan: the package and its PEP 503 name, the pin (PyPI's
+    tensorflow-rocm X.Y.Z.<ROCm digits>0, AMD's X.Y.Z.*, another package's X.Y.Z) and the
+    Pythons it has wheels for (tensorflow-rocm: the table's; another: upstream TensorFlow's)."""
     settings, version, package = c["settings"], c["version"], str(c["settings"]["package"])
     row = settings["releases"].get(c["rocm"]) or {}
     dist = re.sub(r"[-_.]+", "-", package.lower())
@@ -476,15 +471,14 @@ def _tf_fields(c: dict) -> dict:
     if dist == "tensorflow-rocm":
         digits = c["rocm"].replace(".", "")
         pin = f"{version}.{digits}0" if row.get("source") == "pypi" else f"{version}.*"
+    exact = re.escape(pin.removesuffix(".*"))
     return {
         "package": package,
         "source": row.get("source", ""),
         "amd_base_url": str(settings["amd_base_url"]),
         "dist": dist,
         "pin": pin,
-        "pin_regex": "^"
-        + re.escape(pin.removesuffix(".*"))
-        + ("([.][0-9]+)?$" if pin.endswith(".*") else "$"),
+        "pin_regex": f"^{exact}([.][0-9]+)?$" if pin.endswith(".*") else f"^{exact}$",
         "pythons": list(
             row.get("python", [])
             if dist == "tensorflow-rocm"
@@ -516,11 +510,8 @@ def _tf_no_wheels(c: dict) -> tuple[str, str]:
 
 def _tf_not_rocm(plan: dict, result: dict) -> tuple[str, str]:
     """The TensorFlow a venv has that is not built with ROCm, and where to get one."""
-    where = (
-        "PyPI"
-        if plan["source"] == "pypi"
-        else f"AMD's wheels ({plan['amd_base_url']}/rocm-rel-{plan['rocm']}/)"
-    )
+    where = f"AMD's wheels ({plan['amd_base_url']}/rocm-rel-{plan['rocm']}/)"
+    where = "PyPI" if plan["source"] == "pypi" else where
     return (
         f"{plan['package']} {result['tf_version']}, which is not built with ROCm"
         " (tf.test.is_built_with_rocm() is False)",
@@ -588,12 +579,10 @@ TENSORFLOW = {
 
 
 def tensorflow_rocm_pip(plan: dict, probe: dict | None) -> dict:
-    """Whether pip must run, why, and the other TensorFlow distributions in the venv (they own
-    the same `tensorflow` module: the role removes them first)."""
+    """Whether pip must run, why, and the other TensorFlow distributions the role removes first."""
     decided = _engine_pip(TENSORFLOW, plan, probe, False)
-    reason = TENSORFLOW["pip_says"](
-        plan, plan["dist"], ((probe or {}).get("dists") or {}).get(plan["dist"])
-    )
+    got = ((probe or {}).get("dists") or {}).get(plan["dist"])
+    reason = TENSORFLOW["pip_says"](plan, plan["dist"], got)
     return {"needed": bool(decided["reasons"]), "reason": reason, "others": decided["others"]}
 
 
