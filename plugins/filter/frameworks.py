@@ -131,7 +131,8 @@ def _refusal(framework: dict, c: dict, python: dict | None) -> str:
             " at an interpreter."
         )
     found = c["found"] = str(python.get("stdout", "")).strip()
-    c["path"], c["pyver"], c["pythons"] = path, _major_minor(found), framework["pythons"](c)
+    c["path"], c["pyver"] = path, _major_minor(found)
+    c["pythons"] = framework["pythons"](c) if "pythons" in framework else c["build"]["python"]
     if c["pyver"] in c["pythons"]:
         return ""
     who, has = framework["no_wheels"](c)
@@ -167,10 +168,8 @@ def _nothing_to_follow(framework: dict, c: dict) -> str:
 def _pin_refusal(framework: dict, c: dict) -> str:
     """The refusal of a pin the table does not know, or has but not for the ROCm release, in the
     table's terms: by release or by ROCm release (keyed_by)."""
-    role, builds, rocm, pinned, release = (
-        c[k] for k in ("role", "builds", "rocm", "pinned", "release")
-    )
-    word, by_release = framework["word"], framework["keyed_by"] == "release"
+    role, builds, rocm, pinned = c["role"], c["builds"], c["rocm"], c["pinned"]
+    release, word, by_release = c["release"], framework["word"], framework["keyed_by"] == "release"
     has = [b["release"] for b in builds if b["rocm"] == rocm]
     built_for = [b["rocm"] for b in builds if b["release"] == release]
     known = _listed(_unique(b[framework["keyed_by"]] for b in builds))
@@ -235,8 +234,7 @@ def _engine_pip(framework: dict, plan: dict, probe: dict | None, require) -> dic
     whether it reinstalls over what pip takes for the version asked ("rebuild"), and the other
     distributions there that own the framework's module (the role removes them first)."""
     dists = (probe or {}).get("dists") or {}
-    wants = framework["wants"](plan)
-    says = framework["pip_says"]
+    wants, says = framework["wants"](plan), framework["pip_says"]
     reasons = [says(plan, d, dists.get(d)) for d, fits in wants.items() if not fits(dists.get(d))]
     rebuild = framework["rebuild"](plan, dists, truthy(require)) if "rebuild" in framework else []
     others = [name for name in dists if name not in wants] if framework.get("one_module") else []
@@ -403,7 +401,6 @@ PYTORCH = {
         f" {c['plan']['index_base_url'].rstrip('/')}/rocm6.4, a lab mirror of it, or a"
         " wheelhouse)."
     ),
-    "pythons": lambda c: c["build"]["python"],
     "found_as": lambda c: ("torch", c["release"]),
     "upstream": lambda c: {
         "index_url": f"{c['plan']['index_base_url']}/{c['plan']['index']}",
@@ -451,8 +448,7 @@ def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict
 
 # --- TensorFlow ---------------------------------------------------------------------------
 def tensorflow_rocm_defaults(releases: dict, rocm_version, amd_base_url) -> dict:
-    """The defaults the table gives a ROCm release: its newest TensorFlow, and AMD's listing of
-    its wheels where AMD hosts them ("" for PyPI's releases and releases not in the table)."""
+    """A ROCm release's newest TensorFlow, and AMD's listing of its wheels ("" where not AMD's)."""
     rocm = _major_minor(rocm_version)
     row = (releases or {}).get(rocm) or {}
     newest = (row.get("tensorflow") or [""])[0]
