@@ -12,12 +12,11 @@ table (the one the support catalog points to) builds for it, so that a change of
 rocm_repo_version alone moves the frameworks too. A version set is a pin: kept as it is, and
 refused, naming the release that would fit, where it has no build for the ROCm release.
 
-PYTHON is what the venv's interpreter printed for `print('%d.%d.%d' % sys.version_info[:3])`
-(rc, stdout, and msg or stderr), or None where it was not run. Every refusal names the variable,
-the value and what would work; the first that applies is returned, "" when none does. PROBE is
-what roles/framework_venv/files/probe.py printed ({} without a venv to ask). A plan's
-"downloads" is the role's one list of what the host fetches (plugins/module_utils/downloads.py,
-<role>_downloads for the lab cache and the rollout's preflight): empty when the plan refuses.
+PYTHON: what the venv's interpreter printed for `print('%d.%d.%d' % sys.version_info[:3])` (rc,
+stdout, and msg or stderr), or None. PROBE: what roles/framework_venv/files/probe.py printed ({}
+without a venv). Every refusal names the variable, the value and what would work; the first that
+applies is returned, "" when none does. A plan's "downloads" is the role's one list of what the
+host fetches (plugins/module_utils/downloads.py; <role>_downloads): empty when it refuses.
 """
 
 from __future__ import annotations
@@ -52,24 +51,20 @@ def _release_key(release) -> tuple[int, ...]:
 
 # --- the engine: one plan, pip decision and record over a framework's table -----------------
 # A framework is a dict (PYTORCH, TENSORFLOW): its role, "name" and "word" (PyTorch, torch);
-# "builds", its table read as builds (a release, a ROCm release it is built for, the Pythons of
-# its wheels); "keyed_by", what the table is keyed by (a pin outside it is unknown, and refusals
-# name what fits in those terms); "pin", the release a pin asks for; its part of the plan
-# ("fields") and record ("probed", "result"); what pip wants ("wants"; optional: "rebuild", and
-# "one_module": no other distribution may stay); and its own words in the engine's messages,
-# functions of the plan, the record or the context C of a plan (role, settings, builds, pinned,
-# rocm, release, build: None where the table lacks it, version, plan; then path, found, pyver,
-# pythons where the Python check got).
+# "builds", its table read as builds (a release, a ROCm release, the Pythons of its wheels);
+# "keyed_by", what the table is keyed by (a pin outside it is unknown; refusals name what fits in
+# those terms); its part of the plan ("fields"), download ("found_as", "upstream") and record
+# ("probed", "result"); what pip wants ("wants", "pip_says"); and its words in the engine's
+# messages, functions of the plan, the record or the context C of a plan (role, settings, builds,
+# pinned, rocm, release, build: None where the table lacks it, version, plan; then path, found,
+# pyver, pythons). Optional: "pin", "version", "pythons" (a pin, the release followed and the
+# build's Pythons as they are), "other_source" (where pip is not the source), "rebuild",
+# "one_module" (no other distribution may stay), "core_sdk", "rocm_only".
 
 
 def _follow(builds: list, rocm: str) -> str:
     """The newest release the builds have for ROCm release ROCM ("" where they have none)."""
     return max((b["release"] for b in builds if b["rocm"] == rocm), key=_release_key, default="")
-
-
-def _unique(names) -> list:
-    """NAMES once each, in their first order (a table's releases or ROCm releases)."""
-    return list(dict.fromkeys(names))
 
 
 def _build(release, rocm, python, **more) -> dict:
@@ -143,8 +138,7 @@ def _refusal(framework: dict, c: dict, python: dict | None) -> str:
 
 
 def _nothing_to_follow(framework: dict, c: dict) -> str:
-    """The refusal where the version follows a ROCm release the table builds nothing for: the
-    newest ROCm release it builds for, and how to get there or leave the framework out."""
+    """The refusal to follow a ROCm release the table has no build for, naming its newest one."""
     role, word, rocm, builds = c["role"], framework["word"], c["rocm"], c["builds"]
     newest = max((b["rocm"] for b in builds), key=_release_key)
     core = (
@@ -153,7 +147,7 @@ def _nothing_to_follow(framework: dict, c: dict) -> str:
         if _release_key(rocm) > _release_key(newest)
         else ""
     )
-    known = f" Known ROCm releases: {_listed(_unique(b['rocm'] for b in builds))}."
+    known = f" Known ROCm releases: {_listed(dict.fromkeys(b['rocm'] for b in builds))}."
     return (
         f"{role}_version: no {word} in the table (roles/{role}/vars/main.yml) is built for"
         f" ROCm {rocm} ({role}_rocm_version, which follows rocm_repo_version by default), so"
@@ -166,13 +160,12 @@ def _nothing_to_follow(framework: dict, c: dict) -> str:
 
 
 def _pin_refusal(framework: dict, c: dict) -> str:
-    """The refusal of a pin the table does not know, or has but not for the ROCm release, in the
-    table's terms: by release or by ROCm release (keyed_by)."""
+    """The refusal of a pin the table lacks, or lacks for the ROCm release, in its terms."""
     role, builds, rocm, pinned = c["role"], c["builds"], c["rocm"], c["pinned"]
     release, word, by_release = c["release"], framework["word"], framework["keyed_by"] == "release"
     has = [b["release"] for b in builds if b["rocm"] == rocm]
     built_for = [b["rocm"] for b in builds if b["release"] == release]
-    known = _listed(_unique(b[framework["keyed_by"]] for b in builds))
+    known = _listed(dict.fromkeys(b[framework["keyed_by"]] for b in builds))
     if not (built_for if by_release else has):  # not in the table
         table = f"the table of {'ROCm' if by_release else word} builds (roles/{role}/vars/main.yml)"
         return (
@@ -230,9 +223,8 @@ def _found(framework: dict, c: dict) -> None:
 
 
 def _engine_pip(framework: dict, plan: dict, probe: dict | None, require) -> dict:
-    """Why pip must run in the venv, given the distributions PROBE found (none: it need not),
-    whether it reinstalls over what pip takes for the version asked ("rebuild"), and the other
-    distributions there that own the framework's module (the role removes them first)."""
+    """Why pip must run in the venv, given PROBE's distributions (none: it need not), whether it
+    reinstalls ("rebuild"), and the others that own the framework's module (removed first)."""
     dists = (probe or {}).get("dists") or {}
     wants, says = framework["wants"](plan), framework["pip_says"]
     reasons = [says(plan, d, dists.get(d)) for d, fits in wants.items() if not fits(dists.get(d))]
@@ -242,9 +234,8 @@ def _engine_pip(framework: dict, plan: dict, probe: dict | None, require) -> dic
 
 
 def _engine_record(framework, plan, probe, gpu_present, require, *where):
-    """The record of what the framework says of itself (written as JSON with sorted keys), and the
-    refusal of one that cannot use an AMD GPU ("" when none applies, or no ROCm build is asked).
-    WHERE: the venv, after the interpreter where the role names it (PyTorch's may be the OS's)."""
+    """The record of what the framework says of itself, and the refusal of one that cannot use an
+    AMD GPU ("" if none, or none asked). WHERE: [the interpreter, where the role names it,] venv."""
     *interpreter, venv = where
     pip, role = _wheels(framework, plan), framework["role"]
     result = {
@@ -305,7 +296,7 @@ def _torch_fields(c: dict) -> dict:
 def _torch_no_wheels(c: dict) -> tuple[str, str]:
     """Whose wheels the Python lacks, and which releases have them (or the distribution's)."""
     distro, pyver = c["settings"].get("distro_packages"), c["pyver"]
-    others = _unique(b["release"] for b in c["builds"] if pyver in b["python"])
+    others = dict.fromkeys(b["release"] for b in c["builds"] if pyver in b["python"])
     packaged = (
         f"This distribution packages PyTorch itself ({distro['torch']}, a CPU build):"
         " pytorch_rocm_source: distro. "
@@ -352,15 +343,14 @@ def _torch_not_rocm(plan: dict, result: dict) -> tuple[str, str]:
 def _torch_wants(plan: dict) -> dict:
     """Whether the venv's torch (without its local label) is the version asked for (X.Y.Z, or any
     X.Y.Z of X.Y.*: pip's == prefix match), and its torchvision the release (None: missing)."""
-    wants = {
-        "torch": lambda got: bool(got) and _is_version(str(got).split("+", 1)[0], plan["version"])
-    }
+    wants = {"torch": lambda got: bool(got) and _is_version(got, plan["version"])}
     if plan["wants_torchvision"]:
         wants["torchvision"] = lambda got: _major_minor(got or "") == plan["torchvision"]
     return wants
 
 
-def _is_version(version: str, wanted: str) -> bool:
+def _is_version(version, wanted: str) -> bool:
+    version = str(version).split("+", 1)[0]  # without its local label (+rocm6.4)
     return _major_minor(version) == wanted[:-2] if wanted.endswith(".*") else version == wanted
 
 
@@ -465,8 +455,8 @@ def _tf_fields(c: dict) -> dict:
     dist = re.sub(r"[-_.]+", "-", package.lower())
     pin = version
     if dist == "tensorflow-rocm":
-        digits = c["rocm"].replace(".", "")
-        pin = f"{version}.{digits}0" if row.get("source") == "pypi" else f"{version}.*"
+        pypi = row.get("source") == "pypi"
+        pin = f"{version}.{c['rocm'].replace('.', '')}0" if pypi else f"{version}.*"
     exact = re.escape(pin.removesuffix(".*"))
     return {
         "package": package,
@@ -496,7 +486,7 @@ def _tf_no_wheels(c: dict) -> tuple[str, str]:
         )
     where = "PyPI" if plan["source"] == "pypi" else "AMD's listing"
     cp = " (cp310: Ubuntu 22.04, cp312: Ubuntu 24.04)" if plan["source"] == "amd" else ""
-    others = _unique(b["rocm"] for b in c["builds"] if pyver in b["python"])
+    others = dict.fromkeys(b["rocm"] for b in c["builds"] if pyver in b["python"])
     return who, (
         f"{where} has them for Python {_listed(c['pythons'])}{cp}. ROCm releases with"
         f" tensorflow-rocm wheels for Python {pyver}: {_listed(others) or 'none in the table'}."
