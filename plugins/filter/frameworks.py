@@ -52,19 +52,21 @@ def _release_key(release) -> tuple[int, ...]:
 # --- the engine: one plan, pip decision and record over a framework's table -----------------
 # A framework is a dict (PYTORCH, TENSORFLOW): its role, "name" and "word" (PyTorch, torch);
 # "builds", its table read as builds (a release, a ROCm release, the Pythons of its wheels);
-# "keyed_by", what the table is keyed by (a pin outside it is unknown; refusals name what fits in
-# those terms); its part of the plan ("fields"), download ("found_as", "upstream") and record
-# ("probed", "result"); what pip wants ("wants", "pip_says"); and its words in the engine's
-# messages, functions of the plan, the record or the context C of a plan (role, settings, builds,
-# pinned, rocm, release, build: None where the table lacks it, version, plan; then path, found,
-# pyver, pythons). Optional: "pin", "version", "pythons" (a pin, the release followed and the
-# build's Pythons as they are), "other_source" (where pip is not the source), "rebuild",
-# "one_module" (no other distribution may stay), "core_sdk", "rocm_only".
+# "keyed_by", what the table is keyed by (the terms of its refusals); its part of the plan
+# ("fields"), download ("found_as", "upstream") and record ("probed", "result", checked by
+# "rocm_build" and "sees_gpu"); what pip wants ("wants", "pip_says"); its words in the engine's
+# messages. They read the plan, the record or a plan's context C (role, settings, builds, pinned,
+# rocm, release, build, version, plan; path, found, pyver, pythons). Optional: "pin", "version",
+# "pythons", "other_source" (not pip), "rebuild", "one_module", "core_sdk", "rocm_only".
 
 
-def _follow(builds: list, rocm: str) -> str:
-    """The newest release the builds have for ROCm release ROCM ("" where they have none)."""
-    return max((b["release"] for b in builds if b["rocm"] == rocm), key=_release_key, default="")
+def _follow(framework: dict, builds: list, rocm: str) -> str:
+    """The release the builds give ROCm release ROCM ("" where none): the newest, or the first its
+    row lists (its default) where the table is keyed by ROCm release."""
+    has = [b["release"] for b in builds if b["rocm"] == rocm]
+    if framework["keyed_by"] == "rocm":
+        return (has or [""])[0]
+    return max(has, key=_release_key, default="")
 
 
 def _build(release, rocm, python, **more) -> dict:
@@ -83,7 +85,7 @@ def _engine_plan(framework: dict, settings: dict, python: dict | None = None) ->
     pinned = str(settings["version"] or "").strip()
     rocm = _major_minor(settings["rocm_version"])
     # The table's release a host gets: the pin's, else the newest built for the ROCm release.
-    release = framework.get("pin", str)(pinned) if pinned else _follow(builds, rocm)
+    release = framework.get("pin", str)(pinned) if pinned else _follow(framework, builds, rocm)
     build = next((b for b in builds if (b["release"], b["rocm"]) == (release, rocm)), None)
     c = {"role": framework["role"], "settings": settings, "builds": builds, "pinned": pinned}
     c.update(rocm=rocm, release=release, build=build)
@@ -152,7 +154,7 @@ def _nothing_to_follow(framework: dict, c: dict) -> str:
         f"{role}_version: no {word} in the table (roles/{role}/vars/main.yml) is built for"
         f" ROCm {rocm} ({role}_rocm_version, which follows rocm_repo_version by default), so"
         f" there is none to follow.{core} The newest ROCm release the table has {word} for"
-        f" is {newest} ({word} {_follow(builds, newest)})."
+        f" is {newest} ({word} {_follow(framework, builds, newest)})."
         f"{known if framework['keyed_by'] == 'rocm' else ''} Set {role}_rocm_version:"
         f' "{newest}" (docs/core-sdk.md{framework.get("core_sdk", "")}), or'
         f" {framework['leave_out']}."
@@ -184,7 +186,7 @@ def _pin_refusal(framework: dict, c: dict) -> str:
         return (
             f"{head} ROCm {rocm} has {word} {_listed(has)}; ROCm releases with {word} {release}:"
             f' {_listed(built_for) or "none in the table"}. Set {role}_version: "" to follow'
-            f" the ROCm release ({word} {_follow(builds, rocm)}), or {role}_rocm_version to a"
+            f" the ROCm release ({word} {has[0]}), or {role}_rocm_version to a"
             f" ROCm release with {word} {release}."
         )
     has = sorted(has, key=_release_key)
@@ -270,7 +272,7 @@ def pytorch_rocm_index(releases: dict, version, rocm_version) -> str:
     """The wheel index (under pytorch_rocm_index_base_url) of this torch and ROCm release, or ""."""
     version, rocm = str(version or "").strip(), _major_minor(rocm_version)
     builds = PYTORCH["builds"](releases)
-    release = _major_minor(version) if version else _follow(builds, rocm)
+    release = _major_minor(version) if version else _follow(PYTORCH, builds, rocm)
     return next((b["index"] for b in builds if (b["release"], b["rocm"]) == (release, rocm)), "")
 
 
