@@ -78,11 +78,11 @@ def test_summary_lists_every_check() -> None:
     assert "  [FAIL] allreduce[rank 1]: bad" in lines
 
 
-def test_schema_2_and_3_keys_of_the_contract() -> None:
-    assert REPORT_SCHEMA["properties"]["schema_version"] == {"const": 3}
-    assert {"doctor", "model", "techniques", "amp_speedup", "profile", "system"} <= set(
-        REPORT_SCHEMA["required"]
-    )
+def test_schema_2_to_4_keys_of_the_contract() -> None:
+    assert REPORT_SCHEMA["properties"]["schema_version"] == {"const": 4}
+    assert {
+        "doctor", "model", "techniques", "amp_speedup", "profile", "system", "rocm_wheels"
+    } <= set(REPORT_SCHEMA["required"])  # fmt: skip
     report = new_report({**OPTIONS, "model": "cnn", "techniques": ["amp", "profile"]}, 1)
     report.update(
         exit_code=143,
