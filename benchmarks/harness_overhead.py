@@ -14,7 +14,7 @@ CPU seconds of the ansible-playbook process tree, medians over ROUNDS alternatin
 
 Usage: benchmarks/harness_overhead.py [ROUNDS]  (default 3; needs the toolchain of tools/test
 and the Docker engine, and the image rocmlab-test/debian12 of tools/images/). Results and the
-machine they ran on: docs/testing.md, "Work every run paid".
+machine they ran on: docs/testing.md, "Measurements behind the harness's choices".
 """
 
 from __future__ import annotations

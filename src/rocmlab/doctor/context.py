@@ -20,8 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocmlab.common import rocm_installed, rocm_wheels
+from rocmlab.common import rocm_installed
 from rocmlab.common.hostread import KIB, MIB, HostRead, describe_limit, read_bounded
+from rocmlab.common.rocm_wheels import RocmWheels
+from rocmlab.common.rocm_wheels import installed as wheels_installed
 
 # Seconds a probed command may take (clinfo on a hung GPU can block), and how long to wait for
 # it to end once killed.
@@ -279,13 +281,13 @@ class Context:
     torch_probe: Callable[[], TorchInfo] = probe_torch
     expect_gpus: int | None = None
     # This environment's ROCm from wheels (rocm_wheels.installed: the interpreter's venv).
-    wheels_probe: Callable[[], rocm_wheels.RocmWheels | None] = rocm_wheels.installed
+    wheels_probe: Callable[[], RocmWheels | None] = wheels_installed
     # The host files that were refused (not regular files) or cut at their bound, by path.
     unread: dict[str, HostRead] = field(default_factory=dict)
     _torch: TorchInfo | None = field(default=None, repr=False)
     _dpkg: dict[str, dict[str, str]] | None = field(default=None, repr=False)
     _rocm: dict | None = field(default=None, repr=False)
-    _wheels: tuple[rocm_wheels.RocmWheels | None] | None = field(default=None, repr=False)
+    _wheels: tuple[RocmWheels | None] | None = field(default=None, repr=False)
 
     def sys(self, *parts: str) -> Path:
         """A path under the sysfs root."""
@@ -326,7 +328,7 @@ class Context:
             self._torch = self.torch_probe()
         return self._torch
 
-    def rocm_wheels(self) -> rocm_wheels.RocmWheels | None:
+    def rocm_wheels(self) -> RocmWheels | None:
         """The ROCm wheels of the venv the doctor runs in, None without them; read once."""
         if self._wheels is None:
             self._wheels = (self.wheels_probe(),)
