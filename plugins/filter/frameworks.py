@@ -2,45 +2,27 @@
 # Apache License 2.0
 """What the frameworks' roles (pytorch_rocm, tensorflow_rocm) install and from where, decided by
 pure functions over the roles' tables (their vars/main.yml) and what the host said. The roles'
-tasks only read the host, call these, and act on the answer:
+tasks only read the host, call these, and act on the answer: validate -> plan (<role>_plan: the
+refusal, or what to install from where) -> framework_venv (<role>_pip: what pip must do, given
+what the venv has) -> record (<role>_record: the record, and the refusal of a build that cannot
+use the GPU). Arguments and answers: plugins/filter/<name>.yml; SETTINGS: __<role>_settings.
 
-  validate -> plan (*_plan: the refusal, or what to install from where) -> framework_venv
-  (*_pip: what pip must do, given what the venv has) -> record (*_record: the record, and the
-  refusal of a build that cannot use the GPU).
+A framework's version left empty (the default) follows the ROCm release: the newest release its
+table (the one the support catalog points to) builds for it, so that a change of
+rocm_repo_version alone moves the frameworks too. A version set is a pin: kept as it is, and
+refused, naming the release that would fit, where it has no build for the ROCm release.
 
-pytorch_rocm_release(releases, version, rocm_version) -> the torch release (X.Y) a host gets
-pytorch_rocm_index(releases, version, rocm_version) -> the index name ("rocm6.4") or ""
-pytorch_rocm_plan(settings, python) -> {"refusal", "version", "pinned", "release", "rocm",
-    "index", "torchvision",
-    "requirements" (pip's), "packages" (apt's, source distro), "python_found", "downloads"}
-pytorch_rocm_pip(plan, probe) -> {"reasons", "force_reinstall"}
-pytorch_rocm_record(plan, probe, gpu_present) -> {"result", "refusal"}
-
-tensorflow_rocm_defaults(releases, rocm_version, amd_base_url) -> {"newest", "find_links"}
-tensorflow_rocm_plan(settings, python) -> {"refusal", "version", "pinned", "rocm", "dist", "pin",
-    "pin_regex", "pythons", "requirements", "python_found", "downloads"}
-
-A framework's version left empty (the default) follows the ROCm release: the newest framework
-release the role's table builds for it (the table the support catalog points to), so that a
-change of rocm_repo_version alone moves the frameworks too. A version set is a pin: kept as it
-is, and refused, naming the release that would fit, where it has no build for the ROCm release.
-tensorflow_rocm_pip(plan, probe) -> {"needed", "reason", "others"}
-tensorflow_rocm_record(plan, probe, gpu_present) -> {"result", "refusal"}
-
-PYTHON is the result of running the venv's interpreter with `print('%d.%d.%d' %
-sys.version_info[:3])` (rc, stdout, and msg or stderr), or None where it was not run. Every
-refusal names the variable, the value and what would work; the first that applies is returned
-(the order the role's checks always had), "" when none does. PROBE is what
-roles/framework_venv/files/probe.py printed ({} when there was no venv to ask).
-
-A plan's "downloads" is the role's one list of what the host fetches
-(plugins/module_utils/downloads.py; the role publishes it as <role>_downloads for the lab cache
-and the rollout's preflight): empty when the plan refuses.
+PYTHON: what the venv's interpreter printed for `print('%d.%d.%d' % sys.version_info[:3])` (rc,
+stdout, and msg or stderr), or None. PROBE: what roles/framework_venv/files/probe.py printed ({}
+without a venv). Every refusal names the variable, the value and what would work; the first that
+applies is returned, "" when none does. A plan's "downloads" is the role's one list of what the
+host fetches (plugins/module_utils/downloads.py; <role>_downloads): empty when it refuses.
 """
 
 from __future__ import annotations
 
 import re
+from functools import partial
 
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.downloads import (
     entry,
@@ -67,521 +49,538 @@ def _release_key(release) -> tuple[int, ...]:
     return tuple(int(part) for part in str(release).split(".") if part.isdigit())
 
 
-def _python_ran(python) -> tuple[bool, str, str]:
-    """(whether the interpreter ran, the version it printed, why it did not run)."""
-    python = python or {}
-    if python.get("rc") != 0:
-        why = python["msg"] if "msg" in python else python.get("stderr", "")
-        return False, "", str(why)
-    version = str(python.get("stdout", "")).strip()
-    return True, version, ""
+# --- the engine: one plan, pip decision and record over a framework's table -----------------
+# A framework is a dict (PYTORCH, TENSORFLOW): its role, "name" and "word" (PyTorch, torch);
+# "builds", its table read as builds (a release, a ROCm release, the Pythons of its wheels);
+# "keyed_by", what the table is keyed by (the terms of its refusals); its part of the plan
+# ("fields"), download ("found_as", "upstream") and record ("probed", "result", checked by
+# "rocm_build" and "sees_gpu"); what pip wants ("wants", "pip_says"); its words in the engine's
+# messages. They read the plan, the record or a plan's context C (role, settings, builds, pinned,
+# rocm, release, build, version, plan; path, found, pyver, pythons). Optional: "pin", "version",
+# "pythons", "other_source" (not pip), "rebuild", "one_module", "core_sdk", "rocm_only".
 
 
-# --- PyTorch ------------------------------------------------------------------------------
+def _follow(framework: dict, builds: list, rocm: str) -> str:
+    """The release the builds give ROCm release ROCM ("" where none): the newest, or the first its
+    row lists (its default) where the table is keyed by ROCm release."""
+    has = [b["release"] for b in builds if b["rocm"] == rocm]
+    if framework["keyed_by"] == "rocm":
+        return (has or [""])[0]
+    return max(has, key=_release_key, default="")
 
 
-def pytorch_rocm_built_for(releases: dict, rocm_version) -> list[str]:
-    """The torch releases (X.Y) the table builds for this ROCm release, oldest first."""
-    rocm = _major_minor(rocm_version)
-    built = [name for name, row in (releases or {}).items() if rocm in (row.get("rocm") or {})]
-    return sorted(built, key=_release_key)
+def _build(release, rocm, python, **more) -> dict:
+    """A row of a table as a build: a release, its ROCm release, the Pythons of its wheels."""
+    return {"release": str(release), "rocm": str(rocm), "python": list(python or []), **more}
 
 
-def pytorch_rocm_release(releases: dict, version, rocm_version) -> str:
-    """The torch release (X.Y) a host gets: that of VERSION where one is set (a pin), else the
-    newest release the table builds for this ROCm release ("" where it builds none)."""
-    if str(version or "").strip():
-        return _major_minor(str(version).strip())
-    return (pytorch_rocm_built_for(releases, rocm_version) or [""])[-1]
+def _wheels(framework: dict, settings: dict) -> bool:
+    """Whether the framework installs wheels with pip (else "other_source" installs it)."""
+    return "other_source" not in framework or settings["source"] == "pip"
 
 
-def pytorch_rocm_index(releases: dict, version, rocm_version) -> str:
-    """The wheel index (under pytorch_rocm_index_base_url) of this torch and ROCm release (VERSION
-    empty: the torch release that follows it), or "" where the table has none."""
-    row = (releases or {}).get(pytorch_rocm_release(releases, version, rocm_version)) or {}
-    return str((row.get("rocm") or {}).get(_major_minor(rocm_version), ""))
-
-
-def _nothing_to_follow(role: str, framework: str, rocm: str, newest: tuple[str, str]) -> str:
-    """The refusal where ROLE's version follows ROCm release ROCM and the role's table builds no
-    FRAMEWORK for it; NEWEST: the newest ROCm release the table builds for, and its release."""
-    core = (
-        " AMD's Core SDK releases (7.14 on) ship their frameworks as TheRock's own wheels, which"
-        " rocmlab does not install."
-        if _release_key(rocm) > _release_key(newest[0])
-        else ""
-    )
-    return (
-        f"{role}_version: no {framework} in the table (roles/{role}/vars/main.yml) is built for"
-        f" ROCm {rocm} ({role}_rocm_version, which follows rocm_repo_version by default), so"
-        f" there is none to follow.{core} The newest ROCm release the table has {framework} for"
-        f" is {newest[0]} ({framework} {newest[1]})."
-    )
-
-
-def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
-    """What pytorch_rocm installs, or why it refuses to.
-
-    SETTINGS: source (pip|distro), version ("": follow rocm_version), rocm_version, torchvision
-    (bool), index_url, find_links, index_base_url, python (the interpreter's path), venv, releases
-    (vars/main.yml's table), distro_packages ({torch, torchvision} or None where the distribution
-    packages no PyTorch), distribution ("Debian 12.8"). PYTHON: see the module's doc (pip only)."""
-    releases = settings["releases"]
+def _engine_plan(framework: dict, settings: dict, python: dict | None = None) -> dict:
+    """What a framework's role installs, or why it refuses to (the first refusal that applies)."""
+    builds = framework["builds"](settings["releases"])
     pinned = str(settings["version"] or "").strip()
-    source = settings["source"]
-    release = pytorch_rocm_release(releases, pinned, settings["rocm_version"])
-    # Not pinned: the newest patch release of the torch release that follows ROCm.
-    version = pinned or (f"{release}.*" if release else "")
     rocm = _major_minor(settings["rocm_version"])
-    row = releases.get(release) or {}
-    index = pytorch_rocm_index(releases, version, settings["rocm_version"])
-    torchvision = str(row.get("torchvision", ""))
-    wants_torchvision = truthy(settings["torchvision"])
-    requirements = [f"torch=={version}"] + (
-        [f"torchvision=={torchvision}.*"] if wants_torchvision else []
-    )
-    plan = {
+    # The table's release a host gets: the pin's, else the newest built for the ROCm release.
+    release = framework.get("pin", str)(pinned) if pinned else _follow(framework, builds, rocm)
+    build = next((b for b in builds if (b["release"], b["rocm"]) == (release, rocm)), None)
+    c = {"role": framework["role"], "settings": settings, "builds": builds, "pinned": pinned}
+    c.update(rocm=rocm, release=release, build=build)
+    c["version"] = framework["version"](c) if "version" in framework else release
+    plan = c["plan"] = {
         "refusal": "",
-        "source": source,
-        "version": version,
+        "version": c["version"],
         "pinned": bool(pinned),
-        "release": release,
         "rocm": rocm,
-        "rocm_version": str(settings["rocm_version"]),
-        "index": index,
-        "index_base_url": str(settings["index_base_url"]),
         "index_url": str(settings["index_url"]),
         "find_links": str(settings["find_links"]),
-        "torchvision": torchvision,
-        "wants_torchvision": wants_torchvision,
-        "requirements": requirements,
-        "packages": [],
+        **framework["fields"](c),
         "python_found": None,
         "downloads": [],
     }
-
-    def refuse(message: str) -> dict:
-        plan["refusal"] = message
-        return plan
-
-    if not pinned and source == "pip" and not release:
-        newest = max((r for row in releases.values() for r in row["rocm"]), key=_release_key)
-        return refuse(
-            _nothing_to_follow(
-                "pytorch_rocm", "torch", rocm, (newest, pytorch_rocm_release(releases, "", newest))
-            )
-            + f' Set pytorch_rocm_rocm_version: "{newest}" (docs/core-sdk.md: the wheels bring'
-            " their own ROCm libraries), or leave PyTorch out of the run (--skip-tags"
-            " pytorch_rocm)."
-        )
-    if pinned and release not in releases:
-        return refuse(
-            f"pytorch_rocm_version: torch {pinned} is not in the table of ROCm builds"
-            f" (roles/pytorch_rocm/vars/main.yml). Known releases: {_listed(releases)}. Leave"
-            " pytorch_rocm_version empty to get the newest torch built for the ROCm release."
-        )
-    if source == "pip":
-        if rocm not in row["rocm"]:
-            others = pytorch_rocm_built_for(releases, rocm)
-            fits = (
-                f"Torch releases built for ROCm {rocm}: {_listed(others)}; set"
-                f' pytorch_rocm_version: "" to follow the ROCm release (torch {others[-1]}), or'
-                if others
-                else f"No torch in the table is built for ROCm {rocm}; set"
-            )
-            return refuse(
-                f'pytorch_rocm_version "{pinned}" does not fit pytorch_rocm_rocm_version'
-                f' "{settings["rocm_version"]}" (which follows rocm_repo_version by default):'
-                f" torch {release} is built for ROCm {_listed(row['rocm'])}. {fits}"
-                f" pytorch_rocm_rocm_version to a ROCm release torch {release} is built for."
-            )
-        if not plan["index_url"] and not plan["find_links"]:
-            return refuse(
-                "pytorch_rocm_index_url and pytorch_rocm_find_links are both empty: set at least"
-                " one (PyTorch's ROCm index such as"
-                f" {plan['index_base_url'].rstrip('/')}/rocm6.4, a lab mirror of it, or a"
-                " wheelhouse)."
-            )
-        path = str(settings["python"])
-        ran, found, why = _python_ran(python)
-        if not ran:
-            return refuse(
-                f"pytorch_rocm_python: {path} does not run ({why}). Install python3 or point"
-                " pytorch_rocm_python at an interpreter."
-            )
-        pyver = _major_minor(found)
-        if pyver not in row["python"]:
-            others = [name for name, r in releases.items() if pyver in r["python"]]
-            distro = settings.get("distro_packages")
-            return refuse(
-                f"pytorch_rocm_version: torch {release} has no wheels for Python {found}"
-                f" ({path}); its wheels are for Python {_listed(row['python'])}. torch releases"
-                f" with wheels for Python {pyver}: {_listed(others) or 'none in the table'}. "
-                + (
-                    f"This distribution packages PyTorch itself ({distro['torch']}, a CPU"
-                    " build): pytorch_rocm_source: distro. "
-                    if distro
-                    else ""
-                )
-                + "Or set pytorch_rocm_python to an interpreter of a supported version."
-            )
-        plan["python_found"] = {
-            "path": path,
-            "version": found,
-            "torch": release,
-            "wheels_for": list(row["python"]),
-        }
-        # From the configured index and wheelhouse; upstream: where this host would fetch its
-        # wheels without a lab cache (role lab_cache fetches them once for its clients there).
-        plan["downloads"] = [
-            entry(
-                "wheels",
-                "PyTorch wheels",
-                mirrors=pip_mirrors("PyTorch", plan["index_url"], plan["find_links"], "torch"),
-                upstream={"index_url": f"{plan['index_base_url']}/{index}", "find_links": ""},
-                requirements=requirements,
-                python=pyver,
-                path=settings["venv"],
-                space="venvs",
-            )
-        ]
-    else:
-        distro = settings.get("distro_packages")
-        if not distro:
-            return refuse(
-                f'pytorch_rocm_source: "distro" is not available on {settings["distribution"]}:'
-                " no packaged PyTorch is known there (known: Debian 13, python3-torch). Use"
-                " pytorch_rocm_source: pip."
-            )
-        plan["packages"] = [distro["torch"]] + (
-            [distro["torchvision"]] if wants_torchvision else []
-        )
-        plan["downloads"] = [entry("apt", "PyTorch packages", requirements=plan["packages"])]
+    plan["refusal"] = _refusal(framework, c, python)
+    if not plan["refusal"] and "pyver" in c:  # pip's, with an interpreter that has wheels
+        _found(framework, c)
     return plan
 
 
-def _is_version(version: str, wanted: str) -> bool:
-    """Whether VERSION is WANTED: X.Y.Z exactly, or any X.Y.Z of X.Y.* (pip's == prefix match)."""
-    if wanted.endswith(".*"):
-        return _major_minor(version) == wanted[:-2]
-    return version == wanted
+def _refusal(framework: dict, c: dict, python: dict | None) -> str:
+    """The first refusal that applies to the plan in C ("" when none does)."""
+    role, keyed_by, wheels = c["role"], framework["keyed_by"], _wheels(framework, c["settings"])
+    if not c["pinned"] and wheels and not c["release"]:
+        return _nothing_to_follow(framework, c)
+    if c["pinned"] and c[keyed_by] not in {b[keyed_by] for b in c["builds"]}:
+        return _pin_refusal(framework, c)
+    if not wheels:
+        return framework["other_source"](c)
+    if c["build"] is None:
+        return _pin_refusal(framework, c)
+    if framework["no_source"](c):
+        return framework["no_source"](c)
+    path, python = str(c["settings"]["python"]), python or {}
+    if python.get("rc") != 0:
+        why = python["msg"] if "msg" in python else python.get("stderr", "")
+        return (
+            f"{role}_python: {path} does not run ({why}). Install python3 or point {role}_python"
+            " at an interpreter."
+        )
+    found = c["found"] = str(python.get("stdout", "")).strip()
+    c["path"], c["pyver"] = path, _major_minor(found)
+    c["pythons"] = framework["pythons"](c) if "pythons" in framework else c["build"]["python"]
+    if c["pyver"] in c["pythons"]:
+        return ""
+    who, has = framework["no_wheels"](c)
+    return (
+        f"{who} has no wheels for Python {found} ({path}); {has} {role}_python to an interpreter"
+        " of a supported version."
+    )
+
+
+def _nothing_to_follow(framework: dict, c: dict) -> str:
+    """The refusal to follow a ROCm release the table has no build for, naming its newest one."""
+    role, word, rocm, builds = c["role"], framework["word"], c["rocm"], c["builds"]
+    newest = max((b["rocm"] for b in builds), key=_release_key)
+    core = (
+        " AMD's Core SDK releases (7.14 on) ship their frameworks as TheRock's own wheels, which"
+        " rocmlab does not install."
+        if _release_key(rocm) > _release_key(newest)
+        else ""
+    )
+    known = f" Known ROCm releases: {_listed(dict.fromkeys(b['rocm'] for b in builds))}."
+    return (
+        f"{role}_version: no {word} in the table (roles/{role}/vars/main.yml) is built for"
+        f" ROCm {rocm} ({role}_rocm_version, which follows rocm_repo_version by default), so"
+        f" there is none to follow.{core} The newest ROCm release the table has {word} for"
+        f" is {newest} ({word} {_follow(framework, builds, newest)})."
+        f"{known if framework['keyed_by'] == 'rocm' else ''} Set {role}_rocm_version:"
+        f' "{newest}" (docs/core-sdk.md{framework.get("core_sdk", "")}), or'
+        f" {framework['leave_out']}."
+    )
+
+
+def _pin_refusal(framework: dict, c: dict) -> str:
+    """The refusal of a pin the table lacks, or lacks for the ROCm release, in its terms."""
+    role, builds, rocm, pinned = c["role"], c["builds"], c["rocm"], c["pinned"]
+    release, word, by_release = c["release"], framework["word"], framework["keyed_by"] == "release"
+    has = [b["release"] for b in builds if b["rocm"] == rocm]
+    built_for = [b["rocm"] for b in builds if b["release"] == release]
+    known = _listed(dict.fromkeys(b[framework["keyed_by"]] for b in builds))
+    if not (built_for if by_release else has):  # not in the table
+        table = f"the table of {'ROCm' if by_release else word} builds (roles/{role}/vars/main.yml)"
+        return (
+            f"{role}_version: {word} {pinned} is not in {table}. Known releases: {known}. Leave"
+            f" {role}_version empty to get the newest {word} built for the ROCm release."
+            if by_release
+            else f"{role}_rocm_version: ROCm {rocm} is not in {table}. Known ROCm releases:"
+            f" {known}; those with {word} {pinned} ({role}_version):"
+            f" {_listed(built_for) or 'none in the table'}."
+        )
+    head = (
+        f'{role}_version "{pinned}" does not fit {role}_rocm_version'
+        f' "{c["settings"]["rocm_version"]}" (which follows rocm_repo_version by default):'
+    )
+    if not by_release:
+        return (
+            f"{head} ROCm {rocm} has {word} {_listed(has)}; ROCm releases with {word} {release}:"
+            f' {_listed(built_for) or "none in the table"}. Set {role}_version: "" to follow'
+            f" the ROCm release ({word} {has[0]}), or {role}_rocm_version to a"
+            f" ROCm release with {word} {release}."
+        )
+    has = sorted(has, key=_release_key)
+    fits = (
+        f"{word.capitalize()} releases built for ROCm {rocm}: {_listed(has)}; set {role}_version:"
+        f' "" to follow the ROCm release ({word} {has[-1]}), or'
+        if has
+        else f"No {word} in the table is built for ROCm {rocm}; set"
+    )
+    return (
+        f"{head} {word} {release} is built for ROCm {_listed(built_for)}. {fits}"
+        f" {role}_rocm_version to a ROCm release {word} {release} is built for."
+    )
+
+
+def _found(framework: dict, c: dict) -> None:
+    """The interpreter found, and the wheels' download: from the index (unless pip reads the
+    wheelhouse alone) and wheelhouse; upstream: where they come from without a lab cache."""
+    plan, name, (what, value) = c["plan"], framework["name"], framework["found_as"](c)
+    package = plan["requirements"][0].split("==")[0]
+    plan["python_found"] = {"path": c["path"], "version": c["found"], what: value}
+    plan["python_found"]["wheels_for"] = list(c["pythons"])
+    index_url = "" if plan.get("no_index") else plan["index_url"]
+    plan["downloads"] = [
+        entry(
+            "wheels",
+            f"{name} wheels",
+            mirrors=pip_mirrors(name, index_url, plan["find_links"], package),
+            upstream=framework["upstream"](c),
+            requirements=plan["requirements"],
+            python=c["pyver"],
+            path=c["settings"]["venv"],
+            space="venvs",
+        )
+    ]
+
+
+def _engine_pip(framework: dict, plan: dict, probe: dict | None, require) -> dict:
+    """Why pip must run in the venv, given PROBE's distributions (none: it need not), whether it
+    reinstalls ("rebuild"), and the others that own the framework's module (removed first)."""
+    dists = (probe or {}).get("dists") or {}
+    wants, says = framework["wants"](plan), framework["pip_says"]
+    reasons = [says(plan, d, dists.get(d)) for d, fits in wants.items() if not fits(dists.get(d))]
+    rebuild = framework["rebuild"](plan, dists, truthy(require)) if "rebuild" in framework else []
+    others = [name for name in dists if name not in wants] if framework.get("one_module") else []
+    return {"reasons": reasons + rebuild, "force_reinstall": bool(rebuild), "others": others}
+
+
+def _engine_record(framework, plan, probe, gpu_present, require, *where):
+    """The record of what the framework says of itself, and the refusal of one that cannot use an
+    AMD GPU ("" if none, or none asked). WHERE: [the interpreter, where the role names it,] venv."""
+    *interpreter, venv = where
+    pip, role = _wheels(framework, plan), framework["role"]
+    result = {
+        "venv": venv if pip else None,
+        "python": interpreter[0] if interpreter else f"{venv}/bin/python",
+        "python_version": probe.get("python"),
+        **{key: probe.get(key) for key in framework["probed"]},
+        **framework["result"](plan, probe),
+        "gpu_present": bool(gpu_present),
+        "index_url": _masked(plan["index_url"]) if pip else "",
+        "find_links": _masked(plan["find_links"]) if pip else "",
+    }
+    refusal, require = "", truthy(require)
+    if require and not framework["rocm_build"](result):
+        what, fix = framework["not_rocm"](plan, result)
+        refusal = (
+            f"{role}: {result['python']} has {what}. It cannot use an AMD GPU"
+            f"{framework.get('rocm_only', '')}. {fix}On a host without an AMD GPU (CI), set"
+            f" {role}_require_rocm_build: false."
+        )
+    elif require and result["gpu_present"] and not framework["sees_gpu"](result):
+        refusal = (
+            f"{role}: this host has /dev/kfd, but {framework['no_gpu'](plan, result)}, and run"
+            " rocminfo: a GPU it lists as unsupported needs the gfx_override role"
+            " (HSA_OVERRIDE_GFX_VERSION)."
+        )
+    return {"result": result, "refusal": refusal}
+
+
+# --- PyTorch ------------------------------------------------------------------------------
+def pytorch_rocm_index(releases: dict, version, rocm_version) -> str:
+    """The wheel index (under pytorch_rocm_index_base_url) of this torch and ROCm release, or ""."""
+    version, rocm = str(version or "").strip(), _major_minor(rocm_version)
+    builds = PYTORCH["builds"](releases)
+    release = _major_minor(version) if version else _follow(PYTORCH, builds, rocm)
+    return next((b["index"] for b in builds if (b["release"], b["rocm"]) == (release, rocm)), "")
+
+
+def _torch_fields(c: dict) -> dict:
+    """PyTorch's part of the plan: the build's index, torchvision, pip's requirements."""
+    settings = c["settings"]
+    torchvision = str((settings["releases"].get(c["release"]) or {}).get("torchvision", ""))
+    wants_torchvision = truthy(settings["torchvision"])
+    return {
+        "source": settings["source"],
+        "release": c["release"],
+        "rocm_version": str(settings["rocm_version"]),
+        "index": c["build"]["index"] if c["build"] else "",
+        "index_base_url": str(settings["index_base_url"]),
+        "torchvision": torchvision,
+        "wants_torchvision": wants_torchvision,
+        "requirements": [f"torch=={c['version']}"]
+        + ([f"torchvision=={torchvision}.*"] if wants_torchvision else []),
+        "packages": [],
+    }
+
+
+def _torch_no_wheels(c: dict) -> tuple[str, str]:
+    """Whose wheels the Python lacks, and which releases have them (or the distribution's)."""
+    distro, pyver = c["settings"].get("distro_packages"), c["pyver"]
+    others = dict.fromkeys(b["release"] for b in c["builds"] if pyver in b["python"])
+    packaged = (
+        f"This distribution packages PyTorch itself ({distro['torch']}, a CPU build):"
+        " pytorch_rocm_source: distro. "
+        if distro
+        else ""
+    )
+    return f"pytorch_rocm_version: torch {c['release']}", (
+        f"its wheels are for Python {_listed(c['pythons'])}. torch releases with wheels for"
+        f" Python {pyver}: {_listed(others) or 'none in the table'}. {packaged}Or set"
+    )
+
+
+def _torch_distro(c: dict) -> str:
+    """The distribution's packages (pytorch_rocm_source: distro), or the refusal."""
+    plan, settings, distro = c["plan"], c["settings"], c["settings"].get("distro_packages")
+    if not distro:
+        return (
+            f'pytorch_rocm_source: "distro" is not available on {settings["distribution"]}:'
+            " no packaged PyTorch is known there (known: Debian 13, python3-torch). Use"
+            " pytorch_rocm_source: pip."
+        )
+    plan["packages"] = [distro["torch"]] + ([distro["torchvision"]] * plan["wants_torchvision"])
+    plan["downloads"] = [entry("apt", "PyTorch packages", requirements=plan["packages"])]
+    return ""
+
+
+def _torch_not_rocm(plan: dict, result: dict) -> tuple[str, str]:
+    """The torch a venv has that is not a ROCm build, and where to get one."""
+    fix = (
+        f"It came from {result['index_url'] or 'no index'}"
+        + (f" + {result['find_links']}" if result["find_links"] else "")
+        + "; point pytorch_rocm_index_url at PyTorch's ROCm index"
+        f" ({plan['index_base_url']}/{plan['index']}) or the wheelhouse at ROCm wheels. "
+        if plan["source"] == "pip"
+        else "The distribution packages PyTorch without ROCm: use pytorch_rocm_source: pip. "
+    )
+    return (
+        f"torch {result['torch_version']}, a {result['build'].upper()} build (torch.version.hip:"
+        f" {result['hip_version'] or 'None'}, torch.version.cuda:"
+        f" {result['cuda_version'] or 'None'})"
+    ), fix
+
+
+def _torch_wants(plan: dict) -> dict:
+    """Whether the venv's torch (without its local label) is the version asked for (X.Y.Z, or any
+    X.Y.Z of X.Y.*: pip's == prefix match), and its torchvision the release (None: missing)."""
+    wants = {"torch": lambda got: bool(got) and _is_version(got, plan["version"])}
+    if plan["wants_torchvision"]:
+        wants["torchvision"] = lambda got: _major_minor(got or "") == plan["torchvision"]
+    return wants
+
+
+def _is_version(version, wanted: str) -> bool:
+    version = str(version).split("+", 1)[0]  # without its local label (+rocm6.4)
+    return _major_minor(version) == wanted[:-2] if wanted.endswith(".*") else version == wanted
+
+
+def _torch_rebuild(plan: dict, dists: dict, require: bool) -> list[str]:
+    """Why torch is reinstalled: not a ROCm build where one is required, or one for another ROCm
+    release (pip takes 2.9.1+rocm6.4 as torch==2.9.1: only a forced reinstall replaces it)."""
+    torch = str(dists.get("torch") or "")
+    built_for = _major_minor(torch.partition("+rocm")[2])
+    not_rocm = require and torch and "+rocm" not in torch
+    return [f"torch {torch} is not a ROCm build"] * bool(not_rocm) + [
+        f"torch {torch} is built for ROCm {built_for}, not ROCm {plan['rocm']}"
+    ] * bool(built_for and built_for != plan["rocm"])
+
+
+PYTORCH = {
+    "role": "pytorch_rocm",
+    "name": "PyTorch",
+    "word": "torch",
+    # The table: torch release -> its torchvision, Pythons, and ROCm releases with their index.
+    "builds": lambda releases: [
+        _build(name, rocm, row.get("python"), index=str(index))
+        for name, row in (releases or {}).items()
+        for rocm, index in (row.get("rocm") or {}).items()
+    ],
+    # A pin (X.Y.Z) asks for its release (X.Y); the table is keyed by release.
+    "pin": _major_minor,
+    "keyed_by": "release",
+    # Not pinned: the newest patch release of the torch release that follows ROCm.
+    "version": lambda c: c["pinned"] or (f"{c['release']}.*" if c["release"] else ""),
+    "fields": _torch_fields,
+    # pytorch_rocm_source: distro installs the distribution's packages.
+    "other_source": _torch_distro,
+    "no_source": lambda c: (
+        ""
+        if c["plan"]["index_url"] or c["plan"]["find_links"]
+        else "pytorch_rocm_index_url and pytorch_rocm_find_links are both empty: set at least one"
+        " (PyTorch's ROCm index such as"
+        f" {c['plan']['index_base_url'].rstrip('/')}/rocm6.4, a lab mirror of it, or a"
+        " wheelhouse)."
+    ),
+    "found_as": lambda c: ("torch", c["release"]),
+    "upstream": lambda c: {
+        "index_url": f"{c['plan']['index_base_url']}/{c['plan']['index']}",
+        "find_links": "",
+    },
+    "wants": _torch_wants,
+    "pip_says": lambda plan, dist, got: (
+        (f"torch {got} instead of {plan['version']}" if got else "no torch")
+        if dist == "torch"
+        else f"torchvision {got or 'missing'} instead of {plan['torchvision']}.*"
+    ),
+    "rebuild": _torch_rebuild,
+    "probed": ("torch_version", "hip_version", "cuda_version", "cuda_available"),
+    "result": lambda plan, probe: {
+        "source": plan["source"],
+        # What was asked: a pin (X.Y.Z), or X.Y.* where torch follows the ROCm release.
+        "torch_requested": plan["version"] if plan["source"] == "pip" else None,
+        "torchvision_version": (probe.get("dists") or {}).get("torchvision"),
+        "build": "rocm"
+        if probe.get("hip_version")
+        else "cuda"
+        if probe.get("cuda_version")
+        else "cpu",
+    },
+    "rocm_build": lambda result: result["build"] == "rocm",
+    "sees_gpu": lambda result: truthy(result["cuda_available"]),
+    "core_sdk": ": the wheels bring their own ROCm libraries",
+    "leave_out": "leave PyTorch out of the run (--skip-tags pytorch_rocm)",
+    "no_wheels": _torch_no_wheels,
+    "not_rocm": _torch_not_rocm,
+    "rocm_only": ": only a ROCm build (torch.version.hip set) can",
+    "no_gpu": lambda plan, result: (
+        f"torch {result['torch_version']} (HIP {result['hip_version']}) says"
+        " torch.cuda.is_available() is False. Check that the kernel driver matches ROCm"
+        f" {plan['rocm_version']} (within two releases)"
+    ),
+}
 
 
 def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict:
     """Why pip must run in the venv (empty: it need not), and whether it reinstalls torch."""
-    dists = (probe or {}).get("dists") or {}
-    torch = dists.get("torch")
-    torchvision = str(dists.get("torchvision") or "")
-    reasons = []
-    if not torch:
-        reasons.append("no torch")
-    elif not _is_version(str(torch).split("+", maxsplit=1)[0], plan["version"]):
-        reasons.append(f"torch {torch} instead of {plan['version']}")
-    if plan["wants_torchvision"] and _major_minor(torchvision) != plan["torchvision"]:
-        reasons.append(f"torchvision {torchvision or 'missing'} instead of {plan['torchvision']}.*")
-    rebuild = truthy(require_rocm_build) and bool(torch) and "+rocm" not in str(torch)
-    if rebuild:
-        reasons.append(f"torch {torch} is not a ROCm build")
-    # A ROCm build of the right version, but for another ROCm (the host's release changed): pip
-    # takes 2.9.1+rocm6.4 as torch==2.9.1, so only a forced reinstall puts the other build in.
-    built_for = str(torch).partition("+rocm")[2] if torch else ""
-    if built_for and _major_minor(built_for) != plan["rocm"]:
-        reasons.append(
-            f"torch {torch} is built for ROCm {_major_minor(built_for)}, not ROCm {plan['rocm']}"
-        )
-        rebuild = True
-    return {"reasons": reasons, "force_reinstall": rebuild}
-
-
-def pytorch_rocm_record(
-    plan: dict, probe: dict, gpu_present, require_rocm_build, interpreter: str, venv: str
-) -> dict:
-    """The record of what the interpreter has (fact pytorch_rocm_result, and its JSON file), and
-    the refusal of a torch that cannot use an AMD GPU ("" when none applies)."""
-    pip = plan["source"] == "pip"
-    hip, cuda = probe.get("hip_version"), probe.get("cuda_version")
-    result = {
-        "source": plan["source"],
-        "venv": venv if pip else None,
-        "python": interpreter,
-        "python_version": probe.get("python"),
-        "torch_version": probe.get("torch_version"),
-        # What was asked: a pin (X.Y.Z), or X.Y.* where torch follows the ROCm release.
-        "torch_requested": plan["version"] if pip else None,
-        "torchvision_version": (probe.get("dists") or {}).get("torchvision"),
-        "hip_version": hip,
-        "cuda_version": cuda,
-        "cuda_available": probe.get("cuda_available"),
-        "gpu_present": bool(gpu_present),
-        "build": "rocm" if hip else ("cuda" if cuda else "cpu"),
-        "index_url": _masked(plan["index_url"]) if pip else "",
-        "find_links": _masked(plan["find_links"]) if pip else "",
-    }
-    refusal = ""
-    if not truthy(require_rocm_build):
-        pass
-    elif result["build"] != "rocm":
-        came_from = (
-            f"It came from {result['index_url'] or 'no index'}"
-            + (f" + {result['find_links']}" if result["find_links"] else "")
-            + "; point pytorch_rocm_index_url at PyTorch's ROCm index"
-            f" ({plan['index_base_url']}/{plan['index']}) or the wheelhouse at ROCm wheels. "
-            if pip
-            else "The distribution packages PyTorch without ROCm: use pytorch_rocm_source: pip. "
-        )
-        refusal = (
-            f"pytorch_rocm: {interpreter} has torch {result['torch_version']}, a"
-            f" {result['build'].upper()} build (torch.version.hip: {hip or 'None'},"
-            f" torch.version.cuda: {cuda or 'None'}). It cannot use an AMD GPU: only a ROCm build"
-            f" (torch.version.hip set) can. {came_from}On a host without an AMD GPU (CI), set"
-            " pytorch_rocm_require_rocm_build: false."
-        )
-    elif result["gpu_present"] and not truthy(result["cuda_available"]):
-        refusal = (
-            f"pytorch_rocm: this host has /dev/kfd, but torch {result['torch_version']} (HIP"
-            f" {hip}) says torch.cuda.is_available() is False. Check that the kernel driver"
-            f" matches ROCm {plan['rocm_version']} (within two releases), and run rocminfo: a GPU"
-            " it lists as unsupported needs the gfx_override role (HSA_OVERRIDE_GFX_VERSION)."
-        )
-    return {"result": result, "refusal": refusal}
+    decided = _engine_pip(PYTORCH, plan, probe, require_rocm_build)
+    return {"reasons": decided["reasons"], "force_reinstall": decided["force_reinstall"]}
 
 
 # --- TensorFlow ---------------------------------------------------------------------------
-
-
 def tensorflow_rocm_defaults(releases: dict, rocm_version, amd_base_url) -> dict:
-    """The defaults the table gives a ROCm release: its newest TensorFlow, and AMD's listing of
-    its wheels where AMD hosts them ("" for PyPI's releases and releases not in the table)."""
+    """A ROCm release's newest TensorFlow, and AMD's listing of its wheels ("" where not AMD's)."""
     rocm = _major_minor(rocm_version)
     row = (releases or {}).get(rocm) or {}
     newest = (row.get("tensorflow") or [""])[0]
-    find_links = (
-        f"{str(amd_base_url).rstrip('/')}/rocm-rel-{rocm}/" if row.get("source") == "amd" else ""
-    )
-    return {"newest": str(newest), "find_links": find_links}
+    listing = f"{str(amd_base_url).rstrip('/')}/rocm-rel-{rocm}/"
+    return {"newest": str(newest), "find_links": listing if row.get("source") == "amd" else ""}
 
 
-def tensorflow_rocm_dist(package) -> str:
-    """The package's normalised name (PEP 503), as importlib.metadata is asked for it."""
-    return re.sub(r"[-_.]+", "-", str(package).lower())
-
-
-def tensorflow_rocm_pin(package, version, rocm_version, releases: dict) -> str:
-    """What pip is asked for after `==`: PyPI's tensorflow-rocm X.Y.Z.<ROCm digits>0, AMD's
-    X.Y.Z.* (a plain X.Y.Z or X.Y.Z.<ROCm digits>), another package's X.Y.Z."""
-    rocm = _major_minor(rocm_version)
-    row = (releases or {}).get(rocm) or {}
-    version = str(version)
-    if tensorflow_rocm_dist(package) != "tensorflow-rocm":
-        return version
-    if row.get("source") == "pypi":
-        return f"{version}.{rocm.replace('.', '')}0"
-    return f"{version}.*"
-
-
-def tensorflow_rocm_plan(settings: dict, python: dict | None = None) -> dict:
-    """What tensorflow_rocm installs, or why it refuses to (only called while it is enabled).
-
-    SETTINGS: rocm_version, version, package, python (the interpreter's path), index_url,
-    find_links, no_index, amd_base_url, venv, releases and upstream_python (vars/main.yml's
-    tables). PYTHON: see the module's doc."""
-    releases = settings["releases"]
-    pinned = str(settings["version"] or "").strip()
-    package = str(settings["package"])
-    rocm = _major_minor(settings["rocm_version"])
-    row = releases.get(rocm) or {}
-    # Not pinned: the newest TensorFlow the table pairs with the ROCm release.
-    version = pinned or str((row.get("tensorflow") or [""])[0])
-    dist = tensorflow_rocm_dist(package)
-    is_rocm_package = dist == "tensorflow-rocm"
-    release = _major_minor(version)
-    pin = tensorflow_rocm_pin(package, version, settings["rocm_version"], releases)
-    exact = pin[:-2] if pin.endswith(".*") else pin
-    pythons = list(
-        row.get("python", [])
-        if is_rocm_package
-        else (settings["upstream_python"] or {}).get(release, [])
-    )
-    defaults = tensorflow_rocm_defaults(
-        releases, settings["rocm_version"], settings["amd_base_url"]
-    )
-    requirements = [f"{package}=={pin}"]
-    plan = {
-        "refusal": "",
+def _tf_fields(c: dict) -> dict:
+    """TensorFlow's part of the plan: the package and its PEP 503 name, the pin (PyPI's
+    tensorflow-rocm X.Y.Z.<ROCm digits>0, AMD's X.Y.Z.*, another package's X.Y.Z) and the
+    Pythons it has wheels for (tensorflow-rocm: the table's; another: upstream TensorFlow's)."""
+    settings, version, package = c["settings"], c["version"], str(c["settings"]["package"])
+    row = settings["releases"].get(c["rocm"]) or {}
+    dist = re.sub(r"[-_.]+", "-", package.lower())
+    pin = version
+    if dist == "tensorflow-rocm":
+        pypi = row.get("source") == "pypi"
+        pin = f"{version}.{c['rocm'].replace('.', '')}0" if pypi else f"{version}.*"
+    exact = re.escape(pin.removesuffix(".*"))
+    return {
         "package": package,
-        "version": version,
-        "pinned": bool(pinned),
-        "rocm": rocm,
         "source": row.get("source", ""),
         "amd_base_url": str(settings["amd_base_url"]),
         "dist": dist,
         "pin": pin,
-        "pin_regex": "^" + re.escape(exact) + ("([.][0-9]+)?$" if pin.endswith(".*") else "$"),
-        "pythons": pythons,
-        "index_url": str(settings["index_url"]),
-        "find_links": str(settings["find_links"]),
+        "pin_regex": f"^{exact}([.][0-9]+)?$" if pin.endswith(".*") else f"^{exact}$",
+        "pythons": list(
+            row.get("python", [])
+            if dist == "tensorflow-rocm"
+            else (settings["upstream_python"] or {}).get(_major_minor(version), [])
+        ),
         "no_index": truthy(settings["no_index"]),
-        "requirements": requirements,
-        "python_found": None,
-        "downloads": [],
+        "requirements": [f"{package}=={pin}"],
     }
 
-    def refuse(message: str) -> dict:
-        plan["refusal"] = message
-        return plan
 
-    if rocm not in releases and pinned:
-        others = [name for name, r in releases.items() if pinned in r["tensorflow"]]
-        return refuse(
-            f"tensorflow_rocm_rocm_version: ROCm {rocm} is not in the table of TensorFlow builds"
-            f" (roles/tensorflow_rocm/vars/main.yml). Known ROCm releases: {_listed(releases)};"
-            f" those with TensorFlow {pinned} (tensorflow_rocm_version):"
-            f" {_listed(others) or 'none in the table'}."
+def _tf_no_wheels(c: dict) -> tuple[str, str]:
+    """Whose wheels the Python lacks, and where they exist: the table's or upstream's."""
+    plan, pyver = c["plan"], c["pyver"]
+    who = f"tensorflow_rocm_python: {plan['package']} {plan['version']} for ROCm {plan['rocm']}"
+    if plan["dist"] != "tensorflow-rocm":
+        return who, (
+            f"upstream TensorFlow {_major_minor(plan['version'])} has them for Python"
+            f" {_listed(c['pythons']) or 'none known to the table'}. Set"
         )
-    if rocm not in releases:
-        newest = max(releases, key=_release_key)
-        return refuse(
-            _nothing_to_follow(
-                "tensorflow_rocm", "TensorFlow", rocm, (newest, releases[newest]["tensorflow"][0])
-            )
-            + f" Known ROCm releases: {_listed(releases)}. Set tensorflow_rocm_rocm_version:"
-            f' "{newest}" (docs/core-sdk.md), or leave TensorFlow off (tensorflow_rocm_enabled:'
-            " false)."
-        )
-    if version not in row["tensorflow"]:
-        others = [name for name, r in releases.items() if version in r["tensorflow"]]
-        return refuse(
-            f'tensorflow_rocm_version "{pinned}" does not fit tensorflow_rocm_rocm_version'
-            f' "{settings["rocm_version"]}" (which follows rocm_repo_version by default): ROCm'
-            f" {rocm} has TensorFlow {_listed(row['tensorflow'])}; ROCm releases with TensorFlow"
-            f" {version}: {_listed(others) or 'none in the table'}. Set tensorflow_rocm_version:"
-            f' "" to follow the ROCm release (TensorFlow {row["tensorflow"][0]}), or'
-            f" tensorflow_rocm_rocm_version to a ROCm release with TensorFlow {version}."
-        )
-    if plan["no_index"] and not (plan["find_links"] and not plan["index_url"]):
-        return refuse(
-            f"tensorflow_rocm_no_index {settings['no_index']}, tensorflow_rocm_index_url"
-            f' "{_masked(plan["index_url"])}", tensorflow_rocm_find_links'
-            f' "{_masked(plan["find_links"])}": tensorflow_rocm_no_index: true needs a wheelhouse'
-            f" and no index (AMD's is {plan['amd_base_url']}/rocm-rel-X.Y/)."
-        )
-    path = str(settings["python"])
-    ran, found, why = _python_ran(python)
-    if not ran:
-        return refuse(
-            f"tensorflow_rocm_python: {path} does not run ({why}). Install python3 or point"
-            " tensorflow_rocm_python at an interpreter."
-        )
-    pyver = _major_minor(found)
-    if pyver not in pythons:
-        if is_rocm_package:
-            where = "PyPI" if row["source"] == "pypi" else "AMD's listing"
-            cp = " (cp310: Ubuntu 22.04, cp312: Ubuntu 24.04)" if row["source"] == "amd" else ""
-            others = [name for name, r in releases.items() if pyver in r["python"]]
-            has = (
-                f"{where} has them for Python {_listed(pythons)}{cp}. ROCm releases with"
-                f" tensorflow-rocm wheels for Python {pyver}:"
-                f" {_listed(others) or 'none in the table'}. "
-            )
-        else:
-            has = (
-                f"upstream TensorFlow {release} has them for Python"
-                f" {_listed(pythons) or 'none known to the table'}. "
-            )
-        return refuse(
-            f"tensorflow_rocm_python: {package} {version} for ROCm {rocm} has no wheels for"
-            f" Python {found} ({path}); {has}Set tensorflow_rocm_python to an interpreter of a"
-            " supported version."
-        )
-    plan["python_found"] = {
-        "path": path,
-        "version": found,
-        "package": f"{package} {version}",
-        "wheels_for": pythons,
-    }
-    # From the configured index (unless pip reads the wheelhouse alone) and wheelhouse;
-    # upstream: where this host would fetch its wheels without a lab cache (AMD's listing; PyPI's
-    # releases from the index alone).
-    plan["downloads"] = [
-        entry(
-            "wheels",
-            "TensorFlow wheels",
-            mirrors=pip_mirrors(
-                "TensorFlow",
-                "" if plan["no_index"] else plan["index_url"],
-                plan["find_links"],
-                package,
-            ),
-            upstream={"index_url": "", "find_links": defaults["find_links"]},
-            requirements=requirements,
-            python=pyver,
-            path=settings["venv"],
-            space="venvs",
-        )
-    ]
-    return plan
+    where = "PyPI" if plan["source"] == "pypi" else "AMD's listing"
+    cp = " (cp310: Ubuntu 22.04, cp312: Ubuntu 24.04)" if plan["source"] == "amd" else ""
+    others = dict.fromkeys(b["rocm"] for b in c["builds"] if pyver in b["python"])
+    return who, (
+        f"{where} has them for Python {_listed(c['pythons'])}{cp}. ROCm releases with"
+        f" tensorflow-rocm wheels for Python {pyver}: {_listed(others) or 'none in the table'}."
+        " Set"
+    )
+
+
+def _tf_not_rocm(plan: dict, result: dict) -> tuple[str, str]:
+    """The TensorFlow a venv has that is not built with ROCm, and where to get one."""
+    where = f"AMD's wheels ({plan['amd_base_url']}/rocm-rel-{plan['rocm']}/)"
+    where = "PyPI" if plan["source"] == "pypi" else where
+    return (
+        f"{plan['package']} {result['tf_version']}, which is not built with ROCm"
+        " (tf.test.is_built_with_rocm() is False)",
+        f"Install tensorflow-rocm (tensorflow_rocm_package) from {where} or a wheelhouse holding"
+        " them. ",
+    )
+
+
+TENSORFLOW = {
+    "role": "tensorflow_rocm",
+    "name": "TensorFlow",
+    "word": "TensorFlow",
+    # The table: ROCm release -> the TensorFlow releases AMD builds for it, where, which Pythons.
+    "builds": lambda releases: [
+        _build(version, rocm, row.get("python"), source=row.get("source", ""))
+        for rocm, row in (releases or {}).items()
+        for version in row.get("tensorflow") or []
+    ],
+    # A pin (X.Y.Z) is the version itself; the table is keyed by ROCm release.
+    "keyed_by": "rocm",
+    "fields": _tf_fields,
+    "no_source": lambda c: (
+        ""
+        if not c["plan"]["no_index"] or (c["plan"]["find_links"] and not c["plan"]["index_url"])
+        else f"tensorflow_rocm_no_index {c['settings']['no_index']}, tensorflow_rocm_index_url"
+        f' "{_masked(c["plan"]["index_url"])}", tensorflow_rocm_find_links'
+        f' "{_masked(c["plan"]["find_links"])}": tensorflow_rocm_no_index: true needs a'
+        f" wheelhouse and no index (AMD's is {c['plan']['amd_base_url']}/rocm-rel-X.Y/)."
+    ),
+    "pythons": lambda c: c["plan"]["pythons"],
+    "found_as": lambda c: ("package", f"{c['plan']['package']} {c['version']}"),
+    # AMD's listing; PyPI's releases from the index alone.
+    "upstream": lambda c: {
+        "index_url": "",
+        "find_links": tensorflow_rocm_defaults(
+            c["settings"]["releases"], c["rocm"], c["settings"]["amd_base_url"]
+        )["find_links"],
+    },
+    # The package asked for, matched as pip's pin; the venv holds no other TensorFlow.
+    "wants": lambda plan: {
+        plan["dist"]: lambda got: got is not None and bool(re.match(plan["pin_regex"], str(got)))
+    },
+    "pip_says": lambda plan, dist, got: (
+        f"{plan['package']} {got or 'missing'}, wanted {plan['package']}=={plan['pin']}"
+    ),
+    "one_module": True,
+    "probed": ("tf_version", "built_with_rocm", "gpus"),
+    "result": lambda plan, probe: {
+        "package": plan["package"],
+        "package_version": (probe.get("dists") or {}).get(plan["dist"]),
+        "rocm_version": plan["rocm"],
+        "no_index": plan["no_index"],
+    },
+    "rocm_build": lambda result: truthy(result["built_with_rocm"]),
+    "sees_gpu": lambda result: bool(result["gpus"]),
+    "leave_out": "leave TensorFlow off (tensorflow_rocm_enabled: false)",
+    "no_wheels": _tf_no_wheels,
+    "not_rocm": _tf_not_rocm,
+    "no_gpu": lambda plan, result: (
+        f"TensorFlow {result['tf_version']} lists no GPU (tf.config.list_physical_devices('GPU')"
+        f" is empty). Check that the kernel driver matches ROCm {plan['rocm']} and that the user"
+        " space TensorFlow needs is installed (role rocm_packages)"
+    ),
+}
 
 
 def tensorflow_rocm_pip(plan: dict, probe: dict | None) -> dict:
-    """Whether pip must run, why, and the other TensorFlow distributions in the venv (they own
-    the same `tensorflow` module: the role removes them first)."""
-    have = (probe or {}).get("dists") or {}
-    got = have.get(plan["dist"])
-    needed = got is None or re.match(plan["pin_regex"], str(got)) is None
-    return {
-        "needed": needed,
-        "reason": (
-            f"{plan['package']} {got or 'missing'}, wanted {plan['package']}=={plan['pin']}"
-        ),
-        "others": [name for name in have if name != plan["dist"]],
-    }
+    """Whether pip must run, why, and the other TensorFlow distributions the role removes first."""
+    decided = _engine_pip(TENSORFLOW, plan, probe, False)
+    got = ((probe or {}).get("dists") or {}).get(plan["dist"])
+    reason = TENSORFLOW["pip_says"](plan, plan["dist"], got)
+    return {"needed": bool(decided["reasons"]), "reason": reason, "others": decided["others"]}
 
 
-def tensorflow_rocm_record(
-    plan: dict, probe: dict, gpu_present, require_rocm_build, venv: str
-) -> dict:
-    """The record of what TensorFlow says about itself (fact tensorflow_rocm_result, and its
-    JSON file), and the refusal of a TensorFlow that cannot use an AMD GPU ("" when none)."""
-    result = {
-        "venv": venv,
-        "python": f"{venv}/bin/python",
-        "python_version": probe.get("python"),
-        "package": plan["package"],
-        "package_version": (probe.get("dists") or {}).get(plan["dist"]),
-        "tf_version": probe.get("tf_version"),
-        "built_with_rocm": probe.get("built_with_rocm"),
-        "gpus": probe.get("gpus"),
-        "gpu_present": bool(gpu_present),
-        "rocm_version": plan["rocm"],
-        "index_url": _masked(plan["index_url"]),
-        "find_links": _masked(plan["find_links"]),
-        "no_index": plan["no_index"],
-    }
-    refusal = ""
-    if not truthy(require_rocm_build):
-        pass
-    elif not truthy(result["built_with_rocm"]):
-        where = (
-            "PyPI"
-            if plan["source"] == "pypi"
-            else f"AMD's wheels ({plan['amd_base_url']}/rocm-rel-{plan['rocm']}/)"
-        )
-        refusal = (
-            f"tensorflow_rocm: {result['python']} has {plan['package']} {result['tf_version']},"
-            " which is not built with ROCm (tf.test.is_built_with_rocm() is False). It cannot use"
-            f" an AMD GPU. Install tensorflow-rocm (tensorflow_rocm_package) from {where} or a"
-            " wheelhouse holding them. On a host without an AMD GPU (CI), set"
-            " tensorflow_rocm_require_rocm_build: false."
-        )
-    elif result["gpu_present"] and not result["gpus"]:
-        refusal = (
-            f"tensorflow_rocm: this host has /dev/kfd, but TensorFlow {result['tf_version']} lists"
-            " no GPU (tf.config.list_physical_devices('GPU') is empty). Check that the kernel"
-            f" driver matches ROCm {plan['rocm']} and that the user space TensorFlow needs is"
-            " installed (role rocm_packages), and run rocminfo: a GPU it lists as unsupported"
-            " needs the gfx_override role (HSA_OVERRIDE_GFX_VERSION)."
-        )
-    return {"result": result, "refusal": refusal}
+# The frameworks by the names of the support catalog's "frameworks" (which point to their tables).
+FRAMEWORKS = {"pytorch": PYTORCH, "tensorflow": TENSORFLOW}
+# The roles' plans and records are the engine's (plugins/filter/<name>.yml says their arguments).
+pytorch_rocm_plan = partial(_engine_plan, PYTORCH)
+pytorch_rocm_record = partial(_engine_record, PYTORCH)  # ..., interpreter, venv
+tensorflow_rocm_plan = partial(_engine_plan, TENSORFLOW)
+tensorflow_rocm_record = partial(_engine_record, TENSORFLOW)  # ..., venv
 
 
 class FilterModule:
