@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import http.server
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -12,11 +13,40 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 from rocmlab.datasets.idx import encode_idx
 
 REPO = Path(__file__).resolve().parents[2]
 STAGE_TOOL = REPO / "tools" / "stage-test-data"
+
+
+def load_module(name: str, path: Path) -> ModuleType:
+    """The Python file PATH (a plugin or module_utils file of the collection) as module NAME."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def playbook_run(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook ARGS from the repository, with its configuration and this checkout as
+    the collection."""
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=dict(
+            os.environ,
+            ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+            ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
+            ANSIBLE_ROLES_PATH=str(REPO / "roles"),
+            **env,
+        ),
+        check=False,
+    )
 
 
 def link_dataset(source: Path, target: Path, names: dict[str, str]) -> Path:

@@ -6,7 +6,6 @@ arguments, and which of a host's health reports the controller keeps."""
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -16,20 +15,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rocmlab_testutil import load_module
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ht = _load("health_timer_filters", REPO / "plugins" / "filter" / "health_timer.py")
-settings_checks = _load("settings_checks", REPO / "plugins" / "module_utils" / "settings.py")
+ht = load_module("health_timer_filters", REPO / "plugins" / "filter" / "health_timer.py")
+settings_checks = load_module("settings_checks", REPO / "plugins" / "module_utils" / "settings.py")
 DECLARED = yaml.safe_load((REPO / "roles/smoke_test/meta/settings.yml").read_text())
 OPTIONS = DECLARED["argument_specs"]["main"]["options"]
 ROLE_VARS = yaml.safe_load((REPO / "roles/smoke_test/vars/main.yml").read_text())

@@ -12,9 +12,7 @@ installs, with the rollout's module and its sentence.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -23,20 +21,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rocmlab_testutil import load_module, playbook_run
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-downloads = _load("proxy_downloads", REPO / "plugins" / "module_utils" / "downloads.py")
-settings = _load("proxy_settings", REPO / "plugins" / "module_utils" / "settings.py")
+downloads = load_module("proxy_downloads", REPO / "plugins" / "module_utils" / "downloads.py")
+settings = load_module("proxy_settings", REPO / "plugins" / "module_utils" / "settings.py")
 
 PROXY_ENV = "rocmlab_proxy_env"
 # Modules that fetch from the network, and when (None: always). lab_cache_apt_fill is not among
@@ -332,9 +323,8 @@ def free_space_run(tmp_path: Path, need_gib: float, *args: str) -> subprocess.Co
         ],
         "rocmlab_free_space_gib": {"rocm": need_gib, "venvs": 0, "datasets": 0},
     }
-    return subprocess.run(
+    return playbook_run(
         [
-            str(Path(sys.executable).parent / "ansible-playbook"),
             "-i",
             "localhost,",
             "-e",
@@ -343,17 +333,7 @@ def free_space_run(tmp_path: Path, need_gib: float, *args: str) -> subprocess.Co
             json.dumps({"ansible_python_interpreter": sys.executable}),
             *args,
             str(playbook),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=dict(
-            os.environ,
-            ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-            ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
-            ANSIBLE_ROLES_PATH=str(REPO / "roles"),
-        ),
-        check=False,
+        ]
     )
 
 

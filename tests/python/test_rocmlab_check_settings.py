@@ -9,15 +9,14 @@ roles' templated defaults, the inventory over them), each host's problems name i
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from rocmlab_testutil import playbook_run
 
 REPO = Path(__file__).resolve().parents[2]
 UNREACHABLE = {"ansible_connection": "ssh", "ansible_host": "192.0.2.1", "ansible_port": 9}
@@ -42,25 +41,6 @@ PLAY = """
       delegate_to: localhost
       run_once: true
 """
-
-
-def playbook_run(args: list[str], **env: str) -> subprocess.CompletedProcess:
-    """ansible-playbook ARGS from the repository, with its configuration and this checkout as
-    the collection."""
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=dict(
-            os.environ,
-            ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-            ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
-            ANSIBLE_ROLES_PATH=str(REPO / "roles"),
-            **env,
-        ),
-        check=False,
-    )
 
 
 def check(
