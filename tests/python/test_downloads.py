@@ -4,29 +4,19 @@ preflight read from those lists."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
 from pathlib import Path
 
 import pytest
 import yaml
+from rocmlab_testutil import load_module
 
 from rocmlab.datasets.catalog import DATASETS
 
 REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "downloads_filters", REPO / "plugins" / "filter" / "downloads.py"
-)
-assert _spec is not None and _spec.loader is not None
-dl = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(dl)
-_fw_spec = importlib.util.spec_from_file_location(
-    "frameworks_filters_for_downloads", REPO / "plugins" / "filter" / "frameworks.py"
-)
-assert _fw_spec is not None and _fw_spec.loader is not None
-fw = importlib.util.module_from_spec(_fw_spec)
-_fw_spec.loader.exec_module(fw)
+dl = load_module("downloads_filters", REPO / "plugins" / "filter" / "downloads.py")
+fw = load_module("frameworks_filters_for_downloads", REPO / "plugins" / "filter" / "frameworks.py")
 
 AMD = "https://mirror.lab/amd"
 KEY = f"{AMD}/rocm/rocm.gpg.key"

@@ -6,20 +6,15 @@ one is a case below."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import yaml
+from rocmlab_testutil import load_module
 
 REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "frameworks_engine", REPO / "plugins" / "filter" / "frameworks.py"
-)
-assert _spec is not None and _spec.loader is not None
-fw = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fw)
+fw = load_module("frameworks_engine", REPO / "plugins" / "filter" / "frameworks.py")
 
 CATALOG = json.loads((REPO / "src" / "rocmlab" / "data" / "catalog.json").read_text())
 TABLES = {
