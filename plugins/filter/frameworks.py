@@ -57,7 +57,9 @@ def _release_key(release) -> tuple[int, ...]:
 # "rocm_build" and "sees_gpu"); what pip wants ("wants", "pip_says"); its words in the engine's
 # messages. They read the plan, the record or a plan's context C (role, settings, builds, pinned,
 # rocm, release, build, version, plan; path, found, pyver, pythons). Optional: "pin", "version",
-# "pythons", "other_source" (not pip), "rebuild", "one_module", "core_sdk", "rocm_only".
+# "pythons", "other_source" (not pip), "rebuild", "one_module", "core_sdk", "rocm_only", "newer"
+# (what the refusal to follow a ROCm release newer than the table's says), "missing" (the record's
+# refusal of an install that lacks a part it asked for).
 
 
 def _follow(framework: dict, builds: list, rocm: str) -> str:
@@ -144,8 +146,11 @@ def _nothing_to_follow(framework: dict, c: dict) -> str:
     role, word, rocm, builds = c["role"], framework["word"], c["rocm"], c["builds"]
     newest = max((b["rocm"] for b in builds), key=_release_key)
     core = (
-        " AMD's Core SDK releases (7.14 on) ship their frameworks as TheRock's own wheels, which"
-        " rocmlab does not install."
+        framework.get(
+            "newer",
+            " AMD's Core SDK releases (7.14 on) ship their frameworks as TheRock's own wheels,"
+            " which rocmlab does not install for this framework.",
+        )
         if _release_key(rocm) > _release_key(newest)
         else ""
     )
@@ -206,7 +211,7 @@ def _found(framework: dict, c: dict) -> None:
     """The interpreter found, and the wheels' download: from the index (unless pip reads the
     wheelhouse alone) and wheelhouse; upstream: where they come from without a lab cache."""
     plan, name, (what, value) = c["plan"], framework["name"], framework["found_as"](c)
-    package = plan["requirements"][0].split("==")[0]
+    package = re.split(r"[\[=]", plan["requirements"][0])[0]
     plan["python_found"] = {"path": c["path"], "version": c["found"], what: value}
     plan["python_found"]["wheels_for"] = list(c["pythons"])
     index_url = "" if plan.get("no_index") else plan["index_url"]
@@ -251,7 +256,10 @@ def _engine_record(framework, plan, probe, gpu_present, require, *where):
         "find_links": _masked(plan["find_links"]) if pip else "",
     }
     refusal, require = "", truthy(require)
-    if require and not framework["rocm_build"](result):
+    missing = framework["missing"](plan, probe) if "missing" in framework else ""
+    if missing:
+        refusal = f"{role}: {missing}"
+    elif require and not framework["rocm_build"](result):
         what, fix = framework["not_rocm"](plan, result)
         refusal = (
             f"{role}: {result['python']} has {what}. It cannot use an AMD GPU"
@@ -420,6 +428,10 @@ PYTORCH = {
     "rocm_build": lambda result: result["build"] == "rocm",
     "sees_gpu": lambda result: truthy(result["cuda_available"]),
     "core_sdk": ": the wheels bring their own ROCm libraries",
+    "newer": (
+        " PyTorch for AMD's Core SDK releases (7.14 on) comes as TheRock's multi-arch wheels,"
+        " which carry ROCm themselves: pytorch_rocm_source: wheels installs them."
+    ),
     "leave_out": "leave PyTorch out of the run (--skip-tags pytorch_rocm)",
     "no_wheels": _torch_no_wheels,
     "not_rocm": _torch_not_rocm,
@@ -432,9 +444,124 @@ PYTORCH = {
 }
 
 
+# --- PyTorch from ROCm's multi-arch wheels (pytorch_rocm_source: wheels) -------------------
+# TheRock's RELEASES.md ("Installing multi-arch PyTorch Python packages"): torch and torchvision
+# with one [device-gfxNNNN] extra per GPU target (or device-all) from one index; torch requires
+# rocm[libraries]==V itself, so the venv carries ROCm and the host needs only the driver. The
+# table's row of a torch release lists the ROCm wheel releases it is built for ("wheels").
+def _wheel_extras(plan: dict) -> str:
+    return ",".join(f"device-{target}" for target in plan["gfx_targets"])
+
+
+def _torch_wheel_fields(c: dict) -> dict:
+    """The wheels' part of the plan: torch (and torchvision) with the GPU targets' extras, and the
+    ROCm wheel release pinned (10.0's +rocm10.0 sorts below +rocm7.14: TheRock's issue 7183)."""
+    fields, settings = _torch_fields(c), c["settings"]
+    targets = sorted({str(t) for t in settings.get("gfx_targets") or []})
+    fields.update(index="", gfx_targets=["all"] if "all" in targets else targets)
+    fields["wheels_index_url"] = str(settings["wheels_index_url"])
+    extras = _wheel_extras(fields)
+    fields["requirements"] = [f"torch[{extras}]=={c['version']}", f"rocm=={c['rocm']}.*"] + (
+        [f"torchvision[{extras}]=={fields['torchvision']}.*"] if fields["wants_torchvision"] else []
+    )
+    # The venv's ROCm and the device code of each target, for the probe and the record.
+    fields["device_packages"] = [
+        f"amd-torch-device-{t}" for t in fields["gfx_targets"] if t != "all"
+    ]
+    fields["probe_names"] = ["rocm", "rocm-sdk-core", *fields["device_packages"]]
+    return fields
+
+
+def _torch_wheel_source(c: dict) -> str:
+    """The refusal of a wheels plan with nowhere to get them, or no GPU target to get them for."""
+    plan = c["plan"]
+    if not (plan["index_url"] or plan["find_links"]):
+        return (
+            "pytorch_rocm_index_url and pytorch_rocm_find_links are both empty: set"
+            f" pytorch_rocm_index_url to ROCm's multi-arch index ({plan['wheels_index_url']},"
+            " pytorch_rocm_wheels_index_url) or a lab mirror of it, or pytorch_rocm_find_links to"
+            " a wheelhouse."
+        )
+    if not plan["gfx_targets"]:
+        return (
+            "pytorch_rocm_gfx_targets is empty and no AMD GPU was found on this host (KFD"
+            " topology under pytorch_rocm_sysfs_root), so there is no [device-gfxNNNN] extra to"
+            " install. Set pytorch_rocm_gfx_targets to the GPU targets the venv must run on (for"
+            " example [gfx1100]; rocminfo names them), or [all] for every target's device code."
+        )
+    return ""
+
+
+def _torch_wheel_missing(plan: dict, probe: dict) -> str:
+    """A target whose device package pip did not install (the index has no such extra)."""
+    dists = probe.get("dists") or {}
+    missing = [name for name in plan["device_packages"] if not dists.get(name)]
+    return (
+        f"the venv has no {_listed(missing)} after pip installed torch[{_wheel_extras(plan)}]: the"
+        f" index ({_masked(plan['index_url'] or plan['find_links'])}) has no device code of torch"
+        f" {plan['version']} for {_listed(m.rsplit('-', 1)[1] for m in missing)}. Check"
+        " pytorch_rocm_gfx_targets against the targets of TheRock's SUPPORTED_GPUS.md, or use"
+        " [all]."
+        if missing
+        else ""
+    )
+
+
+PYTORCH_WHEELS = {
+    **{key: value for key, value in PYTORCH.items() if key != "other_source"},
+    # The table's rows as wheel builds: a torch release and each ROCm wheel release it lists.
+    "builds": lambda releases: [
+        _build(name, rocm, row.get("python"), index="")
+        for name, row in (releases or {}).items()
+        for rocm in row.get("wheels") or []
+    ],
+    "fields": _torch_wheel_fields,
+    "no_source": _torch_wheel_source,
+    "upstream": lambda c: {"index_url": c["plan"]["wheels_index_url"], "find_links": ""},
+    "wants": lambda plan: {
+        **_torch_wants(plan),
+        **{name: bool for name in plan["device_packages"]},
+    },
+    "pip_says": lambda plan, dist, got: (
+        PYTORCH["pip_says"](plan, dist, got)
+        if dist in ("torch", "torchvision")
+        else f"{dist} missing (extra device-{dist.rsplit('-', 1)[1]})"
+    ),
+    "result": lambda plan, probe: {
+        **PYTORCH["result"](plan, probe),
+        "gfx_targets": plan["gfx_targets"],
+        "rocm_wheels_version": (probe.get("dists") or {}).get("rocm"),
+    },
+    "missing": _torch_wheel_missing,
+    "newer": "",
+    "leave_out": "use pytorch_rocm_source: pip for the ROCm releases before the Core SDK",
+    "not_rocm": lambda plan, result: (
+        f"torch {result['torch_version']}, a {result['build'].upper()} build (torch.version.hip:"
+        f" {result['hip_version'] or 'None'})",
+        f"It came from {result['index_url'] or result['find_links']}; ROCm's multi-arch index"
+        f" ({plan['wheels_index_url']}) has ROCm builds. ",
+    ),
+}
+
+
+def _pytorch(plan_or_settings: dict) -> dict:
+    """PyTorch's table read as PyTorch's per-ROCm indexes, or as ROCm's multi-arch wheels."""
+    return PYTORCH_WHEELS if plan_or_settings.get("source") == "wheels" else PYTORCH
+
+
+def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
+    """What pytorch_rocm installs from where, or the refusal (the engine over _pytorch's table)."""
+    return _engine_plan(_pytorch(settings), settings, python)
+
+
+def pytorch_rocm_record(plan: dict, probe, gpu_present, require, interpreter, venv) -> dict:
+    """The record of the torch the interpreter has, and the refusal of one that cannot serve."""
+    return _engine_record(_pytorch(plan), plan, probe, gpu_present, require, interpreter, venv)
+
+
 def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict:
     """Why pip must run in the venv (empty: it need not), and whether it reinstalls torch."""
-    decided = _engine_pip(PYTORCH, plan, probe, require_rocm_build)
+    decided = _engine_pip(_pytorch(plan), plan, probe, require_rocm_build)
     return {"reasons": decided["reasons"], "force_reinstall": decided["force_reinstall"]}
 
 
@@ -577,8 +704,6 @@ def tensorflow_rocm_pip(plan: dict, probe: dict | None) -> dict:
 # The frameworks by the names of the support catalog's "frameworks" (which point to their tables).
 FRAMEWORKS = {"pytorch": PYTORCH, "tensorflow": TENSORFLOW}
 # The roles' plans and records are the engine's (plugins/filter/<name>.yml says their arguments).
-pytorch_rocm_plan = partial(_engine_plan, PYTORCH)
-pytorch_rocm_record = partial(_engine_record, PYTORCH)  # ..., interpreter, venv
 tensorflow_rocm_plan = partial(_engine_plan, TENSORFLOW)
 tensorflow_rocm_record = partial(_engine_record, TENSORFLOW)  # ..., venv
 

@@ -540,8 +540,9 @@ def test_a_release_no_framework_is_built_for_is_refused_saying_what_to_do(rocm):
     assert folded(torch["refusal"]) == (
         "pytorch_rocm_version: no torch in the table (roles/pytorch_rocm/vars/main.yml) is built"
         f" for ROCm {rocm} (pytorch_rocm_rocm_version, which follows rocm_repo_version by"
-        " default), so there is none to follow. AMD's Core SDK releases (7.14 on) ship their"
-        " frameworks as TheRock's own wheels, which rocmlab does not install. The newest ROCm"
+        " default), so there is none to follow. PyTorch for AMD's Core SDK releases (7.14 on)"
+        " comes as TheRock's multi-arch wheels, which carry ROCm themselves:"
+        " pytorch_rocm_source: wheels installs them. The newest ROCm"
         ' release the table has torch for is 7.2 (torch 2.14). Set pytorch_rocm_rocm_version: "7.2"'
         " (docs/core-sdk.md: the wheels bring their own ROCm libraries), or leave PyTorch out of"
         " the run (--skip-tags pytorch_rocm)."
