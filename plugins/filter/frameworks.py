@@ -417,7 +417,7 @@ PYTORCH = {
     "result": lambda plan, probe: {
         "source": plan["source"],
         # What was asked: a pin (X.Y.Z), or X.Y.* where torch follows the ROCm release.
-        "torch_requested": plan["version"] if plan["source"] == "pip" else None,
+        "torch_requested": plan["version"] if plan["source"] != "distro" else None,
         "torchvision_version": (probe.get("dists") or {}).get("torchvision"),
         "build": "rocm"
         if probe.get("hip_version")

@@ -171,7 +171,11 @@ def test_the_record_refuses_a_venv_without_a_targets_device_code():
     recorded = fw.pytorch_rocm_record(plan, probe, False, True, f"{venv}/bin/python", venv)
     assert recorded["refusal"] == ""
     result = recorded["result"]
-    assert (result["build"], result["source"]) == ("rocm", "wheels")
+    assert (result["build"], result["source"], result["torch_requested"]) == (
+        "rocm",
+        "wheels",
+        "2.13.0",
+    )
     assert (result["gfx_targets"], result["rocm_wheels_version"]) == (
         ["gfx1100", "gfx90a"],
         "7.14.0",

@@ -36,7 +36,8 @@ def host():
 
 
 def play(extra_vars: dict, *args: str) -> subprocess.CompletedProcess:
-    return playbook_runs.play(PLAYBOOK, extra_vars, *args)
+    """The converge playbook on this file's host (the wheels host has test_wheels.py)."""
+    return playbook_runs.play(PLAYBOOK, extra_vars, "--limit", HOST_NAME, *args)
 
 
 @pytest.mark.parametrize(
