@@ -3,9 +3,10 @@
 """What the frameworks' roles (pytorch_rocm, tensorflow_rocm) install and from where, decided by
 pure functions over the roles' tables (their vars/main.yml) and what the host said. The roles'
 tasks only read the host, call these, and act on the answer: validate -> plan (<role>_plan: the
-refusal, or what to install from where) -> framework_venv (<role>_pip: what pip must do, given
-what the venv has) -> record (<role>_record: the record, and the refusal of a build that cannot
-use the GPU). Arguments and answers: plugins/filter/<name>.yml; SETTINGS: __<role>_settings.
+refusal, or what to install from where) -> framework_venv's install (framework_pip: what pip must
+do, given what the venv has) -> its result (framework_record: the record, and the refusal of a
+build that cannot use the GPU). Arguments and answers: plugins/filter/<name>.yml; SETTINGS:
+__<role>_settings.
 
 A framework's version left empty (the default) follows the ROCm release: the newest release its
 table (the one the support catalog points to) builds for it, so that a change of
@@ -294,6 +295,8 @@ def _torch_fields(c: dict) -> dict:
         "release": c["release"],
         "rocm_version": str(settings["rocm_version"]),
         "index": c["build"]["index"] if c["build"] else "",
+        # No index: the wheelhouse alone (pip --no-index).
+        "no_index": not settings["index_url"],
         "index_base_url": str(settings["index_base_url"]),
         "torchvision": torchvision,
         "wants_torchvision": wants_torchvision,
@@ -554,17 +557,6 @@ def pytorch_rocm_plan(settings: dict, python: dict | None = None) -> dict:
     return _engine_plan(_pytorch(settings), settings, python)
 
 
-def pytorch_rocm_record(plan: dict, probe, gpu_present, require, interpreter, venv) -> dict:
-    """The record of the torch the interpreter has, and the refusal of one that cannot serve."""
-    return _engine_record(_pytorch(plan), plan, probe, gpu_present, require, interpreter, venv)
-
-
-def pytorch_rocm_pip(plan: dict, probe: dict | None, require_rocm_build) -> dict:
-    """Why pip must run in the venv (empty: it need not), and whether it reinstalls torch."""
-    decided = _engine_pip(_pytorch(plan), plan, probe, require_rocm_build)
-    return {"reasons": decided["reasons"], "force_reinstall": decided["force_reinstall"]}
-
-
 # --- TensorFlow ---------------------------------------------------------------------------
 def tensorflow_rocm_defaults(releases: dict, rocm_version, amd_base_url) -> dict:
     """A ROCm release's newest TensorFlow, and AMD's listing of its wheels ("" where not AMD's)."""
@@ -601,6 +593,8 @@ def _tf_fields(c: dict) -> dict:
         ),
         "no_index": truthy(settings["no_index"]),
         "requirements": [f"{package}=={pin}"],
+        # What framework_venv's probe looks up besides the TensorFlow distributions it knows.
+        "probe_names": [dist],
     }
 
 
@@ -693,19 +687,35 @@ TENSORFLOW = {
 }
 
 
-def tensorflow_rocm_pip(plan: dict, probe: dict | None) -> dict:
-    """Whether pip must run, why, and the other TensorFlow distributions the role removes first."""
-    decided = _engine_pip(TENSORFLOW, plan, probe, False)
-    got = ((probe or {}).get("dists") or {}).get(plan["dist"])
-    reason = TENSORFLOW["pip_says"](plan, plan["dist"], got)
-    return {"needed": bool(decided["reasons"]), "reason": reason, "others": decided["others"]}
-
-
 # The frameworks by the names of the support catalog's "frameworks" (which point to their tables).
 FRAMEWORKS = {"pytorch": PYTORCH, "tensorflow": TENSORFLOW}
-# The roles' plans and records are the engine's (plugins/filter/<name>.yml says their arguments).
+
+
+def _of_role(plan: dict, role: str) -> dict:
+    """The framework whose plan PLAN is, by its role (PyTorch's by the plan's source)."""
+    framework = {"pytorch_rocm": _pytorch(plan), "tensorflow_rocm": TENSORFLOW}.get(str(role))
+    if framework is None:
+        raise ValueError(f"{role!r} is no framework role (pytorch_rocm, tensorflow_rocm)")
+    return framework
+
+
+def framework_pip(plan: dict, role, probe: dict | None = None, require=False) -> dict:
+    """What pip must do in ROLE's venv, given PROBE: why it runs (reasons; none: it need not),
+    whether it reinstalls (force_reinstall), and the other distributions that own the framework's
+    module (others: removed first). Role framework_venv's install entry point acts on it."""
+    return _engine_pip(_of_role(plan, role), plan, probe, require)
+
+
+def framework_record(plan: dict, role, probe, gpu_present, require, interpreter, venv) -> dict:
+    """The record of what ROLE's interpreter has (result), and the refusal of a framework that
+    cannot use an AMD GPU ("" when none applies). Role framework_venv's result entry point."""
+    return _engine_record(
+        _of_role(plan, role), plan, probe or {}, gpu_present, require, interpreter, venv
+    )
+
+
+# The roles' plans are the engine's (plugins/filter/<name>.yml says their arguments).
 tensorflow_rocm_plan = partial(_engine_plan, TENSORFLOW)
-tensorflow_rocm_record = partial(_engine_record, TENSORFLOW)  # ..., venv
 
 
 class FilterModule:
@@ -713,10 +723,8 @@ class FilterModule:
         return {
             "pytorch_rocm_index": pytorch_rocm_index,
             "pytorch_rocm_plan": pytorch_rocm_plan,
-            "pytorch_rocm_pip": pytorch_rocm_pip,
-            "pytorch_rocm_record": pytorch_rocm_record,
             "tensorflow_rocm_defaults": tensorflow_rocm_defaults,
             "tensorflow_rocm_plan": tensorflow_rocm_plan,
-            "tensorflow_rocm_pip": tensorflow_rocm_pip,
-            "tensorflow_rocm_record": tensorflow_rocm_record,
+            "framework_pip": framework_pip,
+            "framework_record": framework_record,
         }

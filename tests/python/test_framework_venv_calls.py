@@ -56,7 +56,30 @@ def calls():
     return found
 
 
-CALLS = calls()
+def inner_calls():
+    """The calls framework_venv's install and result make of its own entry points
+    (include_tasks), with what they pass and what reaches them from the entry point's caller."""
+    found = []
+    for outer in ("install", "result"):
+        path = ROOT / "roles" / "framework_venv" / "tasks" / f"{outer}.yml"
+        inherited = dict.fromkeys(SPECS[outer].get("options", {}), "{{ from the caller }}")
+        for task in tasks_in(yaml.safe_load(path.read_text())):
+            included = task.get("ansible.builtin.include_tasks")
+            if isinstance(included, str):
+                where = f"{path.relative_to(ROOT)}: {task.get('name')}"
+                given = {**inherited, **(task.get("vars") or {})}
+                given = {k: v for k, v in given.items() if k in inherited or k in task["vars"]}
+                found.append((where, included.removesuffix(".yml"), given, False))
+    return found
+
+
+def _declared(entry: str, given: dict) -> dict:
+    """GIVEN without what the entry point's caller passes through and ENTRY does not declare."""
+    options = SPECS[entry].get("options", {})
+    return {k: v for k, v in given.items() if k in options or v != "{{ from the caller }}"}
+
+
+CALLS = calls() + [(w, e, _declared(e, g), v) for w, e, g, v in inner_calls()]
 
 
 def literal_fits(value, option: dict) -> bool:
@@ -83,8 +106,25 @@ def test_the_roles_call_framework_venv():
     entries = {entry for _, entry, _, _ in CALLS}
     # The venv, pip, probe and record entry points are all used; a refactoring that stops finding
     # the calls (another include form) must not pass by finding none.
-    assert {"venv", "pip", "probe", "record"} <= entries, entries
+    assert {"install", "result", "absent", "venv", "pip", "probe", "record"} <= entries, entries
     assert len(CALLS) >= 11
+
+
+# What framework_venv's install and result read of the calling role, by name (vars/main.yml).
+CONVENTION = yaml.safe_load((ROOT / "roles/framework_venv/vars/main.yml").read_text())[
+    "__framework_venv_settings"
+]
+
+
+@pytest.mark.parametrize("role", ["pytorch_rocm", "tensorflow_rocm"])
+def test_a_framework_role_declares_what_framework_venv_reads_of_it(role):
+    assert {v["framework_venv_role"] for _, e, v, _ in CALLS if e in ("install", "result")} == {
+        "pytorch_rocm",
+        "tensorflow_rocm",
+    }
+    settings = yaml.safe_load((ROOT / "roles" / role / "meta" / "settings.yml").read_text())
+    declared = set(settings["argument_specs"]["main"]["options"]) | set(settings["publishes"])
+    assert {f"{role}_{name}" for name in CONVENTION} <= declared
 
 
 @pytest.mark.parametrize("where,entry,given,validate", CALLS, ids=[c[0] for c in CALLS])

@@ -376,15 +376,21 @@ TORCH_PLAN = fw.pytorch_rocm_plan(torch_settings(), ran("3.11.2"))
 )
 def test_pip_runs_only_for_a_missing_or_other_torch(dists, require, reasons, force):
     probe = {"dists": dists} if dists else {}
-    assert fw.pytorch_rocm_pip(TORCH_PLAN, probe, require) == {
+    assert fw.framework_pip(TORCH_PLAN, "pytorch_rocm", probe, require) == {
         "reasons": reasons,
         "force_reinstall": force,
+        "others": [],
     }
 
 
 def test_pip_leaves_torchvision_alone_when_it_is_off():
     plan = fw.pytorch_rocm_plan(torch_settings(torchvision=False), ran("3.11.2"))
-    assert fw.pytorch_rocm_pip(plan, {"dists": {"torch": "2.9.1+rocm6.4"}}, True)["reasons"] == []
+    assert (
+        fw.framework_pip(plan, "pytorch_rocm", {"dists": {"torch": "2.9.1+rocm6.4"}}, True)[
+            "reasons"
+        ]
+        == []
+    )
 
 
 PROBE_ROCM = {
@@ -410,7 +416,9 @@ def test_a_rocm_build_is_recorded_and_accepted():
     plan = fw.pytorch_rocm_plan(
         torch_settings(index_url="https://user:secret@mirror.lab/whl/rocm6.4"), ran("3.11.2")
     )
-    got = fw.pytorch_rocm_record(plan, PROBE_ROCM, True, True, f"{VENV}/bin/python", VENV)
+    got = fw.framework_record(
+        plan, "pytorch_rocm", PROBE_ROCM, True, True, f"{VENV}/bin/python", VENV
+    )
     assert got == {
         "result": {
             "source": "pip",
@@ -436,7 +444,9 @@ def test_a_cpu_build_from_pip_is_refused_naming_where_it_came_from():
     plan = fw.pytorch_rocm_plan(
         torch_settings(index_url="", find_links="http://u:p@mirror.lab/wheels/"), ran("3.11.2")
     )
-    got = fw.pytorch_rocm_record(plan, PROBE_CPU, False, True, f"{VENV}/bin/python", VENV)
+    got = fw.framework_record(
+        plan, "pytorch_rocm", PROBE_CPU, False, True, f"{VENV}/bin/python", VENV
+    )
     assert got["result"]["build"] == "cpu"
     assert got["result"]["find_links"] == "http://***@mirror.lab/wheels/"
     assert got["refusal"] == (
@@ -448,13 +458,16 @@ def test_a_cpu_build_from_pip_is_refused_naming_where_it_came_from():
         " pytorch_rocm_require_rocm_build: false."
     )
     # Recorded, not refused, where a CPU build is installed on purpose.
-    assert fw.pytorch_rocm_record(plan, PROBE_CPU, False, False, "p", VENV)["refusal"] == ""
+    assert (
+        fw.framework_record(plan, "pytorch_rocm", PROBE_CPU, False, False, "p", VENV)["refusal"]
+        == ""
+    )
 
 
 def test_a_cuda_build_is_refused_and_the_distributions_build_points_at_pip():
     plan = fw.pytorch_rocm_plan(torch_settings(source="distro", distro_packages=DEBIAN13))
     probe = {**PROBE_CPU, "torch_version": "2.6.0", "cuda_version": "12.4"}
-    got = fw.pytorch_rocm_record(plan, probe, False, True, "/usr/bin/python3", VENV)
+    got = fw.framework_record(plan, "pytorch_rocm", probe, False, True, "/usr/bin/python3", VENV)
     assert got["result"]["build"] == "cuda"
     assert got["result"]["venv"] is None
     assert got["result"]["index_url"] == "" and got["result"]["find_links"] == ""
@@ -468,7 +481,7 @@ def test_a_cuda_build_is_refused_and_the_distributions_build_points_at_pip():
 def test_a_rocm_build_that_cannot_see_the_gpu_is_refused():
     plan = fw.pytorch_rocm_plan(torch_settings(rocm_version="6.4.2"), ran("3.11.2"))
     probe = {**PROBE_ROCM, "cuda_available": False}
-    got = fw.pytorch_rocm_record(plan, probe, True, True, f"{VENV}/bin/python", VENV)
+    got = fw.framework_record(plan, "pytorch_rocm", probe, True, True, f"{VENV}/bin/python", VENV)
     assert got["refusal"] == (
         "pytorch_rocm: this host has /dev/kfd, but torch 2.9.1+rocm6.4 (HIP 6.4.43482) says"
         " torch.cuda.is_available() is False. Check that the kernel driver matches ROCm 6.4.2"
@@ -476,7 +489,7 @@ def test_a_rocm_build_that_cannot_see_the_gpu_is_refused():
         " gfx_override role (HSA_OVERRIDE_GFX_VERSION)."
     )
     # Without /dev/kfd there is no GPU to see.
-    assert fw.pytorch_rocm_record(plan, probe, False, True, "p", VENV)["refusal"] == ""
+    assert fw.framework_record(plan, "pytorch_rocm", probe, False, True, "p", VENV)["refusal"] == ""
 
 
 # --- following the ROCm release -------------------------------------------------------------
@@ -619,15 +632,17 @@ FOLLOWED = fw.pytorch_rocm_plan(
     ],
 )
 def test_a_followed_torch_is_any_patch_release_of_its_release(torch, torchvision, reasons, force):
-    got = fw.pytorch_rocm_pip(
-        FOLLOWED, {"dists": {"torch": torch, "torchvision": torchvision}}, True
+    got = fw.framework_pip(
+        FOLLOWED, "pytorch_rocm", {"dists": {"torch": torch, "torchvision": torchvision}}, True
     )
-    assert got == {"reasons": reasons, "force_reinstall": force}
+    assert got == {"reasons": reasons, "force_reinstall": force, "others": []}
 
 
 def test_the_record_says_what_was_asked_and_what_was_installed():
     probe = {**PROBE_ROCM, "torch_version": "2.10.0+rocm7.1"}
-    got = fw.pytorch_rocm_record(FOLLOWED, probe, True, True, f"{VENV}/bin/python", VENV)
+    got = fw.framework_record(
+        FOLLOWED, "pytorch_rocm", probe, True, True, f"{VENV}/bin/python", VENV
+    )
     assert got["refusal"] == ""
     assert got["result"]["torch_requested"] == "2.10.*"
     assert got["result"]["torch_version"] == "2.10.0+rocm7.1"
@@ -866,11 +881,12 @@ TF_PLAN = fw.tensorflow_rocm_plan(tf_settings(python="/usr/bin/python3.12"), ran
     ],
 )
 def test_pip_runs_only_for_a_missing_or_other_tensorflow(dists, needed, reason, others):
-    got = fw.tensorflow_rocm_pip(TF_PLAN, {"dists": dists} if dists else {})
-    assert got["needed"] is needed
-    assert got["others"] == others
+    got = fw.framework_pip(TF_PLAN, "tensorflow_rocm", {"dists": dists} if dists else {})
+    assert bool(got["reasons"]) is needed
+    assert (got["others"], got["force_reinstall"]) == (others, False)
     if reason:
-        assert got["reason"].startswith(reason)
+        (said,) = got["reasons"]
+        assert said.startswith(reason)
 
 
 TF_VENV = "/opt/rocmlab/venvs/tensorflow"
@@ -884,7 +900,9 @@ PROBE_TF_ROCM = {
 
 
 def test_a_tensorflow_rocm_build_is_recorded_and_accepted():
-    got = fw.tensorflow_rocm_record(TF_PLAN, PROBE_TF_ROCM, True, True, TF_VENV)
+    got = fw.framework_record(
+        TF_PLAN, "tensorflow_rocm", PROBE_TF_ROCM, True, True, f"{TF_VENV}/bin/python", TF_VENV
+    )
     assert got == {
         "result": {
             "venv": TF_VENV,
@@ -915,7 +933,9 @@ def test_a_tensorflow_not_built_with_rocm_is_refused(rocm, where):
         ran("3.11.2"),
     )
     probe = {**PROBE_TF_ROCM, "dists": {"tf-cpu": "x"}, "built_with_rocm": False, "gpus": []}
-    got = fw.tensorflow_rocm_record(plan, probe, False, True, TF_VENV)
+    got = fw.framework_record(
+        plan, "tensorflow_rocm", probe, False, True, f"{TF_VENV}/bin/python", TF_VENV
+    )
     assert got["result"]["package_version"] == "x"
     assert got["refusal"] == (
         f"tensorflow_rocm: {TF_VENV}/bin/python has tf-cpu 2.18.1, which is not built with ROCm"
@@ -923,12 +943,19 @@ def test_a_tensorflow_not_built_with_rocm_is_refused(rocm, where):
         f" tensorflow-rocm (tensorflow_rocm_package) from {where} or a wheelhouse holding them."
         " On a host without an AMD GPU (CI), set tensorflow_rocm_require_rocm_build: false."
     )
-    assert fw.tensorflow_rocm_record(plan, probe, False, False, TF_VENV)["refusal"] == ""
+    assert (
+        fw.framework_record(
+            plan, "tensorflow_rocm", probe, False, False, f"{TF_VENV}/bin/python", TF_VENV
+        )["refusal"]
+        == ""
+    )
 
 
 def test_a_tensorflow_that_lists_no_gpu_on_a_gpu_host_is_refused():
     probe = {**PROBE_TF_ROCM, "gpus": []}
-    got = fw.tensorflow_rocm_record(TF_PLAN, probe, True, True, TF_VENV)
+    got = fw.framework_record(
+        TF_PLAN, "tensorflow_rocm", probe, True, True, f"{TF_VENV}/bin/python", TF_VENV
+    )
     assert got["refusal"] == (
         "tensorflow_rocm: this host has /dev/kfd, but TensorFlow 2.18.1 lists no GPU"
         " (tf.config.list_physical_devices('GPU') is empty). Check that the kernel driver matches"
@@ -936,7 +963,12 @@ def test_a_tensorflow_that_lists_no_gpu_on_a_gpu_host_is_refused():
         " run rocminfo: a GPU it lists as unsupported needs the gfx_override role"
         " (HSA_OVERRIDE_GFX_VERSION)."
     )
-    assert fw.tensorflow_rocm_record(TF_PLAN, probe, False, True, TF_VENV)["refusal"] == ""
+    assert (
+        fw.framework_record(
+            TF_PLAN, "tensorflow_rocm", probe, False, True, f"{TF_VENV}/bin/python", TF_VENV
+        )["refusal"]
+        == ""
+    )
 
 
 @pytest.mark.parametrize(
@@ -959,10 +991,13 @@ def test_the_filters_are_exported():
     assert set(fw.FilterModule().filters()) == {
         "pytorch_rocm_index",
         "pytorch_rocm_plan",
-        "pytorch_rocm_pip",
-        "pytorch_rocm_record",
         "tensorflow_rocm_defaults",
         "tensorflow_rocm_plan",
-        "tensorflow_rocm_pip",
-        "tensorflow_rocm_record",
+        "framework_pip",
+        "framework_record",
     }
+
+
+def test_a_role_that_is_no_framework_is_named_in_the_error():
+    with pytest.raises(ValueError, match="'rocm_repo' is no framework role"):
+        fw.framework_pip(TORCH_PLAN, "rocm_repo", {})

@@ -138,13 +138,13 @@ def _probe(**dists) -> dict:
 def test_pip_runs_for_a_missing_device_package_and_not_when_all_are_there():
     plan = fw.pytorch_rocm_plan(settings(version="2.13.0", torchvision=False), ran())
     torch = "2.13.0+rocm7.14.0"
-    missing = fw.pytorch_rocm_pip(plan, _probe(torch=torch, rocm="7.14.0"), False)
+    missing = fw.framework_pip(plan, "pytorch_rocm", _probe(torch=torch, rocm="7.14.0"), False)
     assert missing["reasons"] == ["amd-torch-device-gfx90a missing (extra device-gfx90a)"]
     there = _probe(torch=torch, rocm="7.14.0", **{"amd-torch-device-gfx90a": torch})
-    assert fw.pytorch_rocm_pip(plan, there, False)["reasons"] == []
+    assert fw.framework_pip(plan, "pytorch_rocm", there, False)["reasons"] == []
     # A torch of the other ROCm wheel release is replaced (pip takes it as torch==2.13.0).
     other = _probe(torch="2.13.0+rocm10.0.0", **{"amd-torch-device-gfx90a": "2.13.0+rocm10.0.0"})
-    decided = fw.pytorch_rocm_pip(plan, other, False)
+    decided = fw.framework_pip(plan, "pytorch_rocm", other, False)
     assert decided["force_reinstall"] is True
     assert decided["reasons"] == ["torch 2.13.0+rocm10.0.0 is built for ROCm 10.0, not ROCm 7.14"]
 
@@ -160,7 +160,9 @@ def test_the_record_refuses_a_venv_without_a_targets_device_code():
     }
     probe["dists"]["amd-torch-device-gfx90a"] = "2.13.0+rocm7.14.0"
     venv = "/opt/rocmlab/venvs/pytorch"
-    recorded = fw.pytorch_rocm_record(plan, probe, False, False, f"{venv}/bin/python", venv)
+    recorded = fw.framework_record(
+        plan, "pytorch_rocm", probe, False, False, f"{venv}/bin/python", venv
+    )
     assert folded(recorded["refusal"]) == (
         "pytorch_rocm: the venv has no amd-torch-device-gfx1100 after pip installed"
         f" torch[device-gfx1100,device-gfx90a]: the index ({WHEELS_INDEX}) has no device code of"
@@ -168,7 +170,9 @@ def test_the_record_refuses_a_venv_without_a_targets_device_code():
         " TheRock's SUPPORTED_GPUS.md, or use [all]."
     )
     probe["dists"]["amd-torch-device-gfx1100"] = "2.13.0+rocm7.14.0"
-    recorded = fw.pytorch_rocm_record(plan, probe, False, True, f"{venv}/bin/python", venv)
+    recorded = fw.framework_record(
+        plan, "pytorch_rocm", probe, False, True, f"{venv}/bin/python", venv
+    )
     assert recorded["refusal"] == ""
     result = recorded["result"]
     assert (result["build"], result["source"], result["torch_requested"]) == (
