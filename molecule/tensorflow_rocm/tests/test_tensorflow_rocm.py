@@ -1,64 +1,43 @@
 """The venv the tensorflow_rocm role built from the wheelhouse fixture (tensorflow-cpu 2.18.1, a CPU
 build, said openly in molecule.yml), what it recorded, bad input refused before any change, and
-nothing done when the role is not enabled."""
+nothing done when the role is not enabled: the framework suite (molecule/shared/framework_suite.py)
+for TensorFlow, and what only TensorFlow has."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-from pathlib import Path
 
-import playbook_runs
 import pytest
-import testinfra
+from framework_suite import *  # noqa: F403 - the framework suite's tests, run for FRAMEWORK
+from framework_suite import Framework, play
 from playbook_runs import changed, said
 
-INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
-PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
-PLAYBOOK = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
-HOST_NAME = "rocmlab-tensorflow-debian12"
 VENV = "/opt/rocmlab/venvs/tensorflow"
 RESULT = "/etc/rocmlab/tensorflow.json"
 TF = "2.18.1"
-GFX_PROFILE = "/etc/profile.d/rocmlab-gfx.sh"  # written by the gfx_override role on GPU hosts
-QUIET = "TF_CPP_MIN_LOG_LEVEL=3"
-IMPORT_TF = f"{QUIET} {VENV}/bin/python -c 'import tensorflow as tf; print(tf.__version__)'"
 
-# What a refused run must not have touched: the venvs' tree, the records, the packages, the groups.
-SNAPSHOT = (
-    "find /opt/rocmlab /etc/rocmlab -printf '%p %u %g %m %s %T@\\n' | sort | sha256sum;"
-    " cat /etc/rocmlab/tensorflow.json; cat /etc/group; dpkg-query -W -f '${Package} ${Version}\\n'"
+FRAMEWORK = Framework(
+    role="tensorflow_rocm",
+    host="rocmlab-tensorflow-debian12",
+    module="tensorflow",
+    version=TF,
+    sum_script="import tensorflow as tf; print(float(tf.reduce_sum(tf.ones(2))))",
+    quiet="TF_CPP_MIN_LOG_LEVEL=3",
+    # Debian 13's Python, for TF 2.18 (3.9-3.12).
+    fake_python="3.13.5",
+    python_refusal=(
+        "tensorflow-cpu 2.18.1 for ROCm 6.4 has no wheels for Python 3.13.5 ({path})",
+        "upstream TensorFlow 2.18 has them for Python 3.9, 3.10, 3.11, 3.12.",
+    ),
+    cpu_refusal=(
+        f"has tensorflow-cpu {TF}, which is not built with ROCm",
+        "https://repo.radeon.com/rocm/manylinux/rocm-rel-6.4/",
+    ),
+    # Nothing is reinstalled: the record and the venv stay as they were.
+    cpu_refusal_changes=0,
 )
-
-
-@pytest.fixture(scope="module")
-def host():
-    return testinfra.get_host(f"ansible://{HOST_NAME}?ansible_inventory={INVENTORY}")
-
-
-def play(extra_vars: dict, *args: str) -> subprocess.CompletedProcess:
-    return playbook_runs.play(PLAYBOOK, extra_vars, *args)
-
-
-@pytest.mark.parametrize(
-    ("path", "user", "group", "mode"),
-    [
-        ("/opt/rocmlab/venvs", "root", "root", 0o755),
-        (VENV, "root", "render", 0o755),
-        (f"{VENV}/bin", "root", "root", 0o755),
-        (f"{VENV}/bin/activate", "root", "root", 0o644),
-        (RESULT, "root", "root", 0o644),
-    ],
-)
-def test_venv_and_record_are_root_owned_and_readable_by_all(host, path, user, group, mode):
-    f = host.file(path)
-    assert f.exists
-    assert (f.user, f.group, f.mode) == (user, group, mode)
-
-
-def test_venv_python_imports_the_requested_tensorflow(host):
-    assert host.check_output(IMPORT_TF).strip() == TF
+SNAPSHOT = FRAMEWORK.snapshot
 
 
 def test_the_venv_has_only_the_requested_tensorflow_distribution(host):
@@ -72,41 +51,6 @@ def test_the_venv_has_only_the_requested_tensorflow_distribution(host):
     assert out == "['tensorflow-io-gcs-filesystem', 'tensorflow_cpu']" or out == (
         "['tensorflow-io-gcs-filesystem', 'tensorflow-cpu']"
     )
-
-
-def test_every_user_can_run_the_venv(host):
-    # nobody is in no group at all: "usable by the render group" holds a fortiori.
-    script = "import tensorflow as tf; print(float(tf.reduce_sum(tf.ones(2))))"
-    out = host.check_output(f"su -s /bin/sh nobody -c \"{QUIET} {VENV}/bin/python -c '{script}'\"")
-    assert out.strip().splitlines()[-1] == "2.0"
-
-
-def test_nothing_but_root_can_write_into_the_venv(host):
-    writable = host.check_output(f"find {VENV} -perm /022 ! -type l | head -5")
-    assert writable == ""
-
-
-def test_system_python_has_no_tensorflow_and_pip_stayed_out_of_it(host):
-    assert host.run("python3 -c 'import tensorflow'").rc != 0
-    local = host.run("ls /usr/local/lib/python3*/dist-packages/ 2>/dev/null | grep -i tensorflow")
-    assert local.stdout == ""
-    assert host.package("python3-venv").is_installed
-
-
-def test_activation_sources_the_gpu_override_when_it_exists(host):
-    activate = host.file(f"{VENV}/bin/activate").content_string
-    assert "# BEGIN rocmlab: GPU override (gfx_override)" in activate
-    assert ". /etc/profile.d/rocmlab-gfx.sh" in activate
-    # Without the file activation still works; with it the override reaches the shell.
-    assert host.check_output(f"bash -c '. {VENV}/bin/activate && echo $VIRTUAL_ENV'") == VENV
-    host.check_output("echo 'export HSA_OVERRIDE_GFX_VERSION=10.3.0' > %s", GFX_PROFILE)
-    try:
-        out = host.check_output(
-            f"bash -c '. {VENV}/bin/activate && echo $HSA_OVERRIDE_GFX_VERSION'"
-        )
-    finally:
-        host.check_output("rm -f %s", GFX_PROFILE)
-    assert out == "10.3.0"
 
 
 def test_the_record_says_what_was_installed(host):
@@ -130,21 +74,16 @@ def test_the_record_says_what_was_installed(host):
     }
 
 
-def test_check_mode_on_the_converged_host_changes_nothing():
-    run = play({}, "--check")
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert changed(run) == 0, run.stdout[-3000:]
-
-
 def test_the_role_does_nothing_when_not_enabled(host):
     # Even settings that would be refused, and a venv path that does not exist, are left alone.
     before = host.check_output(SNAPSHOT)
     run = play(
+        FRAMEWORK,
         {
             "tensorflow_rocm_enabled": False,
             "tensorflow_rocm_version": "2.x",
             "tensorflow_rocm_venv": "/opt/rocmlab/venvs/tf-off",
-        }
+        },
     )
     assert run.returncode == 0, said(run)[-3000:]
     assert changed(run) == 0
@@ -211,45 +150,6 @@ BAD_INPUT = [
 ]
 
 
-@pytest.mark.parametrize(("extra_vars", "expected"), BAD_INPUT)
-def test_bad_input_fails_clearly_before_any_change(host, extra_vars, expected):
-    failure = playbook_runs.refused_without_change(host, SNAPSHOT, lambda: play(extra_vars))
-    for fragment in expected:
-        assert fragment in failure, (fragment, failure[-3000:])
-
-
-FAKE_PY = "/tmp/python3.13"
-
-
-def test_a_python_without_wheels_is_refused_naming_versions_that_work(host):
-    # A stand-in interpreter that reports Python 3.13.5 (Debian 13's), for TF 2.18 (3.9-3.12).
-    host.check_output("printf '#!/bin/sh\\necho 3.13.5\\n' > %s && chmod 755 %s", FAKE_PY, FAKE_PY)
-    before = host.check_output(SNAPSHOT)
-    run = play({"tensorflow_rocm_python": FAKE_PY})
-    host.check_output("rm -f %s", FAKE_PY)
-    assert run.returncode != 0
-    out = said(run)
-    refusal = f"tensorflow-cpu 2.18.1 for ROCm 6.4 has no wheels for Python 3.13.5 ({FAKE_PY})"
-    assert refusal in out, out[-3000:]
-    assert "upstream TensorFlow 2.18 has them for Python 3.9, 3.10, 3.11, 3.12." in out
-    assert host.check_output(SNAPSHOT) == before
-
-
-def test_a_cpu_build_is_refused_when_a_rocm_build_is_required(host):
-    record = host.file(RESULT).content_string
-    run = play({"tensorflow_rocm_require_rocm_build": True})
-    assert run.returncode != 0
-    out = said(run)
-    assert f"has tensorflow-cpu {TF}, which is not built with ROCm" in out, out[-3000:]
-    assert "It cannot use an AMD GPU" in out
-    assert "https://repo.radeon.com/rocm/manylinux/rocm-rel-6.4/" in out
-    assert "tensorflow_rocm_require_rocm_build: false" in out
-    # Nothing was reinstalled: the record and the venv are as they were.
-    assert changed(run) == 0
-    assert host.file(RESULT).content_string == record
-    assert host.check_output(IMPORT_TF) == TF
-
-
 def test_another_tensorflow_distribution_in_the_venv_is_removed(host):
     # A stand-in for tensorflow-intel left in the venv (metadata only): it would own the same
     # `tensorflow` module as tensorflow-cpu, so the role uninstalls it and keeps the wanted one.
@@ -263,10 +163,10 @@ def test_another_tensorflow_distribution_in_the_venv_is_removed(host):
     host.check_output(f"printf '{record}' > {info}/RECORD")
     version = "from importlib import metadata; print(metadata.version('tensorflow-intel'))"
     assert host.check_output(f'{VENV}/bin/python -c "{version}"') == "2.18.1"
-    run = play({})
+    run = play(FRAMEWORK, {})
     assert run.returncode == 0, said(run)[-3000:]
     assert "Remove the other distributions that own the tensorflow module" in run.stdout
     assert "(item=tensorflow-intel)" in run.stdout
     assert changed(run) == 1, run.stdout[-3000:]
     assert not host.file(info).exists
-    assert host.check_output(IMPORT_TF) == TF
+    assert host.check_output(FRAMEWORK.imports) == TF
