@@ -8,6 +8,8 @@ declare, leaves out a required one, or gives a literal of the wrong type fails h
 
 from __future__ import annotations
 
+import difflib
+import re
 from pathlib import Path
 
 import pytest
@@ -146,3 +148,25 @@ def test_the_check_finds_a_bad_call():
     assert literal_fits("torch", option)
     assert not literal_fits("yes", SPECS["probe"]["options"]["framework_venv_probe_import"])
     assert literal_fits("{{ x | bool }}", SPECS["probe"]["options"]["framework_venv_probe_import"])
+
+
+def _task_lines(role: str) -> list[str]:
+    """ROLE's task files as lines without comments, the framework's names replaced by one word."""
+    lines = []
+    for path in sorted((ROOT / "roles" / role / "tasks").glob("*.yml")):
+        text = re.sub(r"pytorch_rocm|tensorflow_rocm", "ROLE", path.read_text())
+        text = re.sub(r"PyTorch|TensorFlow|torch|tensorflow", "FRAMEWORK", text)
+        lines += [line.strip() for line in text.splitlines() if line.strip()[:1] not in ("", "#")]
+    return lines
+
+
+def test_the_framework_roles_share_no_more_than_their_entry_points():
+    """What pytorch_rocm's and tensorflow_rocm's task files still share, names aside: runs of
+    three or more lines. 118 lines before framework_venv's install, result and absent took the
+    venv, pip, probe, record and removal (2026-12-07); 59 after: the settings check, the plan's
+    frame (the Python's version, the refusal, the published facts) and the calls of
+    framework_venv's entry points. A framework role that copies tasks again fails here."""
+    torch, tf = _task_lines("pytorch_rocm"), _task_lines("tensorflow_rocm")
+    matcher = difflib.SequenceMatcher(None, torch, tf, autojunk=False)
+    shared = sum(block.size for block in matcher.get_matching_blocks() if block.size >= 3)
+    assert shared <= 59, shared
