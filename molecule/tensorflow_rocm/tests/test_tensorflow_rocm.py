@@ -165,7 +165,7 @@ def test_another_tensorflow_distribution_in_the_venv_is_removed(host):
     assert host.check_output(f'{VENV}/bin/python -c "{version}"') == "2.18.1"
     run = play(FRAMEWORK, {})
     assert run.returncode == 0, said(run)[-3000:]
-    assert "Remove the other distributions that own the tensorflow module" in run.stdout
+    assert "Remove the other distributions that own the module tensorflow" in run.stdout
     assert "(item=tensorflow-intel)" in run.stdout
     assert changed(run) == 1, run.stdout[-3000:]
     assert not host.file(info).exists
