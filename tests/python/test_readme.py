@@ -54,11 +54,12 @@ RUNNERS: dict[str, tuple[str, tuple[str, ...] | None]] = {
         "molecule/migration/tests/test_release_change.py",
         ('blocks = readme_section("## Changing the ROCm release")',),
     ),
+    # The framework suite, for the PyTorch venv of the pytorch_rocm scenario (module torch).
     ". /opt/rocmlab/venvs/pytorch/bin/activate": (
-        "molecule/pytorch_rocm/tests/test_pytorch_rocm.py",
+        "molecule/shared/framework_suite.py",
         (
-            'VENV = "/opt/rocmlab/venvs/pytorch"',
-            "bash -c '. {VENV}/bin/activate && echo $VIRTUAL_ENV'",
+            "return f\"/opt/rocmlab/venvs/{'pytorch' if self.module == 'torch' else self.module}\"",
+            "bash -c '. {venv}/bin/activate && echo $VIRTUAL_ENV'",
         ),
     ),
     # As the researcher, before the smoke job trains (the smoke_test scenario).
