@@ -70,7 +70,6 @@ def inner_calls():
             if isinstance(included, str):
                 where = f"{path.relative_to(ROOT)}: {task.get('name')}"
                 given = {**inherited, **(task.get("vars") or {})}
-                given = {k: v for k, v in given.items() if k in inherited or k in task["vars"]}
                 found.append((where, included.removesuffix(".yml"), given, False))
     return found
 
