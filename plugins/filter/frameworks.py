@@ -475,36 +475,35 @@ def _torch_wheel_fields(c: dict) -> dict:
     return fields
 
 
-def _torch_wheel_source(c: dict) -> str:
+def _wheel_source(c: dict) -> str:
     """The refusal of a wheels plan with nowhere to get them, or no GPU target to get them for."""
-    plan = c["plan"]
+    plan, role = c["plan"], c["role"]
     if not (plan["index_url"] or plan["find_links"]):
         return (
-            "pytorch_rocm_index_url and pytorch_rocm_find_links are both empty: set"
-            f" pytorch_rocm_index_url to ROCm's multi-arch index ({plan['wheels_index_url']},"
-            " pytorch_rocm_wheels_index_url) or a lab mirror of it, or pytorch_rocm_find_links to"
-            " a wheelhouse."
+            f"{role}_index_url and {role}_find_links are both empty: set {role}_index_url to"
+            f" ROCm's multi-arch index ({plan['wheels_index_url']}, {role}_wheels_index_url) or a"
+            f" lab mirror of it, or {role}_find_links to a wheelhouse."
         )
     if not plan["gfx_targets"]:
         return (
-            "pytorch_rocm_gfx_targets is empty and no AMD GPU was found on this host (KFD"
-            " topology under pytorch_rocm_sysfs_root), so there is no [device-gfxNNNN] extra to"
-            " install. Set pytorch_rocm_gfx_targets to the GPU targets the venv must run on (for"
-            " example [gfx1100]; rocminfo names them), or [all] for every target's device code."
+            f"{role}_gfx_targets is empty and no AMD GPU was found on this host (KFD topology"
+            f" under {role}_sysfs_root), so there is no [device-gfxNNNN] extra to install. Set"
+            f" {role}_gfx_targets to the GPU targets the venv must run on (for example [gfx1100];"
+            " rocminfo names them), or [all] for every target's device code."
         )
     return ""
 
 
-def _torch_wheel_missing(plan: dict, probe: dict) -> str:
-    """A target whose device package pip did not install (the index has no such extra)."""
+def _device_code_missing(role: str, asked: str, of: str, plan: dict, probe: dict) -> str:
+    """A target whose device package pip did not install (the index has no such extra): ROLE's
+    refusal, after pip installed ASKED, of the device code OF a release."""
     dists = probe.get("dists") or {}
     missing = [name for name in plan["device_packages"] if not dists.get(name)]
     return (
-        f"the venv has no {_listed(missing)} after pip installed torch[{_wheel_extras(plan)}]: the"
-        f" index ({_masked(plan['index_url'] or plan['find_links'])}) has no device code of torch"
-        f" {plan['version']} for {_listed(m.rsplit('-', 1)[1] for m in missing)}. Check"
-        " pytorch_rocm_gfx_targets against the targets of TheRock's SUPPORTED_GPUS.md, or use"
-        " [all]."
+        f"the venv has no {_listed(missing)} after pip installed {asked}: the index"
+        f" ({_masked(plan['index_url'] or plan['find_links'])}) has no device code of {of} for"
+        f" {_listed(m.rsplit('-', 1)[1] for m in missing)}. Check {role}_gfx_targets against the"
+        " targets of TheRock's SUPPORTED_GPUS.md, or use [all]."
         if missing
         else ""
     )
@@ -519,7 +518,7 @@ PYTORCH_WHEELS = {
         for rocm in row.get("wheels") or []
     ],
     "fields": _torch_wheel_fields,
-    "no_source": _torch_wheel_source,
+    "no_source": _wheel_source,
     "upstream": lambda c: {"index_url": c["plan"]["wheels_index_url"], "find_links": ""},
     "wants": lambda plan: {
         **_torch_wants(plan),
@@ -535,7 +534,9 @@ PYTORCH_WHEELS = {
         "gfx_targets": plan["gfx_targets"],
         "rocm_wheels_version": (probe.get("dists") or {}).get("rocm"),
     },
-    "missing": _torch_wheel_missing,
+    "missing": lambda plan, probe: _device_code_missing(
+        "pytorch_rocm", f"torch[{_wheel_extras(plan)}]", f"torch {plan['version']}", plan, probe
+    ),
     "newer": "",
     "leave_out": "use pytorch_rocm_source: pip for the ROCm releases before the Core SDK",
     "not_rocm": lambda plan, result: (
@@ -687,15 +688,118 @@ TENSORFLOW = {
 }
 
 
+# --- JAX (ROCm's multi-arch wheels only) ----------------------------------------------------
+# TheRock's RELEASES.md ("Installing multi-arch JAX Python packages"): jax, jax_rocm<major>_plugin
+# and jax_rocm<major>_pjrt pinned to one version (<major>: 7 for ROCm 7.x, 10 for 10.x); the JAX
+# wheels do not pull ROCm in, so rocm[libraries,device-gfxNNNN] is asked for beside them; jax and
+# jaxlib come from PyPI, not from AMD's index (a lab's index or wheelhouse that holds both).
+def _jax_fields(c: dict) -> dict:
+    """JAX's part of the plan: the three pinned packages and ROCm with its targets' device code."""
+    settings, version, rocm = c["settings"], c["version"], c["rocm"]
+    targets = sorted({str(t) for t in settings.get("gfx_targets") or []})
+    targets = ["all"] if "all" in targets else targets
+    major = rocm.split(".")[0]
+    plugin, pjrt = f"jax-rocm{major}-plugin", f"jax-rocm{major}-pjrt"
+    extras = ",".join(["libraries"] + [f"device-{t}" for t in targets])
+    devices = [f"rocm-sdk-device-{t}" for t in targets if t != "all"]
+    return {
+        "source": "wheels",
+        "release": c["release"],
+        "rocm_version": str(settings["rocm_version"]),
+        "gfx_targets": targets,
+        "wheels_index_url": str(settings["wheels_index_url"]),
+        "no_index": not settings["index_url"],
+        "plugin": plugin,
+        "pjrt": pjrt,
+        "requirements": [
+            f"jax=={version}",
+            f"jax_rocm{major}_plugin=={version}",
+            f"jax_rocm{major}_pjrt=={version}",
+            f"rocm[{extras}]=={rocm}.*",
+        ],
+        "device_packages": devices,
+        "probe_names": ["jax", "jaxlib", plugin, pjrt, "rocm", *devices],
+    }
+
+
+def _jax_no_wheels(c: dict) -> tuple[str, str]:
+    """Whose wheels the Python lacks, and which JAX releases have them."""
+    pyver = c["pyver"]
+    others = [b["release"] for b in c["builds"] if pyver in b["python"] and b["rocm"] == c["rocm"]]
+    return f"jax_rocm_version: jax {c['release']}", (
+        f"its wheels are for Python {_listed(c['pythons'])}. JAX releases for ROCm {c['rocm']}"
+        f" with wheels for Python {pyver}: {_listed(others) or 'none in the table'}. Or set"
+    )
+
+
+JAX = {
+    "role": "jax_rocm",
+    "name": "JAX",
+    "word": "jax",
+    # The table: JAX release -> the ROCm wheel releases it is built for, the Pythons of its wheels.
+    "builds": lambda releases: [
+        _build(name, rocm, row.get("python"))
+        for name, row in (releases or {}).items()
+        for rocm in row.get("wheels") or []
+    ],
+    "keyed_by": "release",
+    "fields": _jax_fields,
+    "no_source": _wheel_source,
+    "found_as": lambda c: ("jax", c["release"]),
+    "upstream": lambda c: {"index_url": c["plan"]["wheels_index_url"], "find_links": ""},
+    "wants": lambda plan: {
+        "jax": lambda got: got == plan["version"],
+        plan["plugin"]: lambda got: got == plan["version"],
+        plan["pjrt"]: lambda got: got == plan["version"],
+        **{name: bool for name in plan["device_packages"]},
+    },
+    "pip_says": lambda plan, dist, got: (
+        f"{dist} missing (extra device-{dist.rsplit('-', 1)[1]} of rocm)"
+        if dist in plan["device_packages"]
+        else f"{dist} {got or 'missing'}, wanted {dist}=={plan['version']}"
+    ),
+    "probed": ("jax_version", "devices"),
+    "result": lambda plan, probe: {
+        "source": "wheels",
+        "jax_requested": plan["version"],
+        "plugin_version": (probe.get("dists") or {}).get(plan["plugin"]),
+        "rocm_wheels_version": (probe.get("dists") or {}).get("rocm"),
+        "gfx_targets": plan["gfx_targets"],
+        "build": "rocm" if (probe.get("dists") or {}).get(plan["plugin"]) else "cpu",
+    },
+    "rocm_build": lambda result: result["build"] == "rocm",
+    "sees_gpu": lambda result: any(
+        str(d).lower() in ("rocm", "gpu") for d in result["devices"] or []
+    ),
+    "missing": lambda plan, probe: _device_code_missing(
+        "jax_rocm", plan["requirements"][-1], f"ROCm {plan['rocm']}", plan, probe
+    ),
+    "newer": "",
+    "leave_out": "leave JAX off (jax_rocm_enabled: false)",
+    "no_wheels": _jax_no_wheels,
+    "not_rocm": lambda plan, result: (
+        f"jax {result['jax_version']} without its ROCm plugin ({plan['plugin']} is missing)",
+        f"ROCm's multi-arch index ({plan['wheels_index_url']}) has the plugin. ",
+    ),
+    "rocm_only": ": only with its ROCm plugin can it",
+    "no_gpu": lambda plan, result: (
+        f"jax {result['jax_version']} lists the devices"
+        f" {_listed(result['devices'] or []) or 'none'} and no ROCm GPU among them. Check that"
+        f" the kernel driver matches ROCm {plan['rocm']}"
+    ),
+}
+
+
 # The frameworks by the names of the support catalog's "frameworks" (which point to their tables).
-FRAMEWORKS = {"pytorch": PYTORCH, "tensorflow": TENSORFLOW}
+FRAMEWORKS = {"pytorch": PYTORCH, "tensorflow": TENSORFLOW, "jax": JAX}
 
 
 def _of_role(plan: dict, role: str) -> dict:
     """The framework whose plan PLAN is, by its role (PyTorch's by the plan's source)."""
-    framework = {"pytorch_rocm": _pytorch(plan), "tensorflow_rocm": TENSORFLOW}.get(str(role))
+    roles = {"pytorch_rocm": _pytorch(plan), "tensorflow_rocm": TENSORFLOW, "jax_rocm": JAX}
+    framework = roles.get(str(role))
     if framework is None:
-        raise ValueError(f"{role!r} is no framework role (pytorch_rocm, tensorflow_rocm)")
+        raise ValueError(f"{role!r} is no framework role ({_listed(roles)})")
     return framework
 
 
@@ -716,6 +820,7 @@ def framework_record(plan: dict, role, probe, gpu_present, require, interpreter,
 
 # The roles' plans are the engine's (plugins/filter/<name>.yml says their arguments).
 tensorflow_rocm_plan = partial(_engine_plan, TENSORFLOW)
+jax_rocm_plan = partial(_engine_plan, JAX)
 
 
 class FilterModule:
@@ -725,6 +830,7 @@ class FilterModule:
             "pytorch_rocm_plan": pytorch_rocm_plan,
             "tensorflow_rocm_defaults": tensorflow_rocm_defaults,
             "tensorflow_rocm_plan": tensorflow_rocm_plan,
+            "jax_rocm_plan": jax_rocm_plan,
             "framework_pip": framework_pip,
             "framework_record": framework_record,
         }

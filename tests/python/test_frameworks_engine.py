@@ -67,6 +67,33 @@ def tf_settings(version: str, rocm: str) -> dict:
     }
 
 
+WHEELS = "https://mirror.lab/rocm/whl-multi-arch/"
+
+
+def jax_settings(version: str, rocm: str) -> dict:
+    return {
+        "version": version,
+        "rocm_version": rocm,
+        "index_url": WHEELS,
+        "find_links": "",
+        "python": "/usr/bin/python3",
+        "venv": VENV,
+        "releases": TABLES["jax"],
+        "gfx_targets": ["gfx90a"],
+        "wheels_index_url": WHEELS,
+    }
+
+
+def _jax_installed(release: str, rocm: str) -> dict:
+    major = rocm.split(".")[0]
+    return {
+        "jax": release,
+        f"jax-rocm{major}-plugin": release,
+        f"jax-rocm{major}-pjrt": release,
+        "rocm-sdk-device-gfx90a": f"{rocm}.0",
+    }
+
+
 # Each framework, read from its table here (not by the engine): its builds as (release, ROCm
 # release, Pythons), the pin that asks for a release, its settings, what pip is asked for and
 # where the wheels come from upstream.
@@ -115,6 +142,21 @@ CASES = {
                 f"{AMD}/rocm-rel-{rocm}/" if TABLES["tensorflow"][rocm]["source"] == "amd" else ""
             ),
         },
+    },
+    "jax": {
+        "builds": lambda table: [
+            (release, rocm, row["python"])
+            for release, row in table.items()
+            for rocm in row["wheels"]
+        ],
+        "pin": lambda release: release,
+        "settings": jax_settings,
+        "requirement": lambda release, rocm: f"jax=={release}",
+        "followed": lambda release, rocm: f"jax=={release}",
+        "installed": _jax_installed,
+        "upstream": lambda release, rocm: {"index_url": WHEELS, "find_links": ""},
+        # A ROCm release past the table's newest (10.0 has JAX).
+        "beyond": "11.0",
     },
 }
 
@@ -220,9 +262,10 @@ def test_every_rocm_release_left_to_follow_gets_its_newest_build(name, rocm):
 def test_a_rocm_release_no_build_follows_is_refused_naming_the_newest(name):
     newest = max((r for _, r, _ in builds(name)), key=_key)
     release = max((b for b, r, _ in builds(name) if r == newest), key=_key)
-    said = " ".join(plan(name, "", "10.0", "3.12.3")["refusal"].split())
+    beyond = CASES[name].get("beyond", "10.0")
+    said = " ".join(plan(name, "", beyond, "3.12.3")["refusal"].split())
     role = fw.FRAMEWORKS[name]["role"]
     assert said.startswith(f"{role}_version: no ")
-    assert f"is built for ROCm 10.0 ({role}_rocm_version" in said
+    assert f"is built for ROCm {beyond} ({role}_rocm_version" in said
     assert "The newest ROCm release the table has" in said and f"is {newest} (" in said
     assert f" {release})." in said and f'Set {role}_rocm_version: "{newest}"' in said
