@@ -117,12 +117,13 @@ CONVENTION = yaml.safe_load((ROOT / "roles/framework_venv/vars/main.yml").read_t
 ]
 
 
-@pytest.mark.parametrize("role", ["pytorch_rocm", "tensorflow_rocm"])
+FRAMEWORK_ROLES = ["pytorch_rocm", "tensorflow_rocm", "jax_rocm"]
+
+
+@pytest.mark.parametrize("role", FRAMEWORK_ROLES)
 def test_a_framework_role_declares_what_framework_venv_reads_of_it(role):
-    assert {v["framework_venv_role"] for _, e, v, _ in CALLS if e in ("install", "result")} == {
-        "pytorch_rocm",
-        "tensorflow_rocm",
-    }
+    called = {v["framework_venv_role"] for _, e, v, _ in CALLS if e in ("install", "result")}
+    assert called == set(FRAMEWORK_ROLES)
     settings = yaml.safe_load((ROOT / "roles" / role / "meta" / "settings.yml").read_text())
     declared = set(settings["argument_specs"]["main"]["options"]) | set(settings["publishes"])
     assert {f"{role}_{name}" for name in CONVENTION} <= declared
@@ -143,7 +144,7 @@ def test_each_call_matches_its_entry_point(where, entry, given, validate):
 
 def test_the_check_finds_a_bad_call():
     option = SPECS["probe"]["options"]["framework_venv_framework"]
-    assert not literal_fits("jax", option)
+    assert not literal_fits("mxnet", option)
     assert literal_fits("torch", option)
     assert not literal_fits("yes", SPECS["probe"]["options"]["framework_venv_probe_import"])
     assert literal_fits("{{ x | bool }}", SPECS["probe"]["options"]["framework_venv_probe_import"])

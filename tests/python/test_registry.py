@@ -38,6 +38,7 @@ def test_the_site_roles_are_the_rocm_frameworks_and_smoke_groups_in_order() -> N
         "gfx_override",
         "pytorch_rocm",
         "tensorflow_rocm",
+        "jax_rocm",
         "smoke_test",
     ]
     assert ROLES["tags"]["smoke_test"] == "smoke"

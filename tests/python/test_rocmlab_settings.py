@@ -319,6 +319,8 @@ def test_only_the_pip_sources_the_roles_mask_accept_credentials():
                 if item.get("credentials") == "masked":
                     masked.append(spec["name"])
     assert sorted(masked) == [
+        "jax_rocm_find_links",
+        "jax_rocm_index_url",
         "lab_cache_wheel_upstream",
         "pytorch_rocm_find_links",
         "pytorch_rocm_index_url",

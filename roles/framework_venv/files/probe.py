@@ -1,7 +1,7 @@
 """Ask a Python interpreter which deep-learning framework it has: the distributions installed
 (metadata only) and, with --import, what the framework says about itself.
 
-Usage: probe.py torch|tensorflow [--import] [DIST ...]   (DIST: more distribution names to look up)
+Usage: probe.py torch|tensorflow|jax [--import] [DIST ...]  (DIST: more distributions to look up)
 Prints one JSON object on its last line. Run by the framework_venv role with the venv's python.
 """
 
@@ -20,6 +20,7 @@ KNOWN = {
         "tensorflow-intel",
         "tf-nightly",
     ],
+    "jax": ["jax", "jaxlib"],
 }
 
 
@@ -54,6 +55,18 @@ def ask_tensorflow():
     }
 
 
+def ask_jax():
+    import jax
+
+    return {
+        "jax_version": jax.__version__,
+        "devices": sorted({device.platform for device in jax.devices()}),
+    }
+
+
+ASK = {"torch": ask_torch, "tensorflow": ask_tensorflow, "jax": ask_jax}
+
+
 def main(argv):
     framework, options = argv[0], argv[1:]
     names = KNOWN[framework] + [a for a in options if not a.startswith("--")]
@@ -62,7 +75,7 @@ def main(argv):
         "dists": installed(dict.fromkeys(names)),
     }
     if "--import" in options:
-        result.update(ask_torch() if framework == "torch" else ask_tensorflow())
+        result.update(ASK[framework]())
     print(json.dumps(result))
 
 
