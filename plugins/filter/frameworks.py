@@ -732,6 +732,21 @@ def _jax_no_wheels(c: dict) -> tuple[str, str]:
     )
 
 
+def _jax_from_pypi(c: dict) -> str:
+    """jax and jaxlib are PyPI's, not on ROCm's index: with that index alone pip cannot find them."""
+    plan = c["plan"]
+    if plan["find_links"] or plan["index_url"].rstrip("/") != plan["wheels_index_url"].rstrip("/"):
+        return ""
+    return (
+        f"jax_rocm_index_url is ROCm's multi-arch index ({_masked(plan['index_url'])}) and"
+        " jax_rocm_find_links is empty: jax and jaxlib are not on that index (TheRock's"
+        " RELEASES.md installs them from PyPI), and pip is given one index only. Set"
+        f" jax_rocm_find_links to a wheelhouse holding jax=={c['version']} and jaxlib=={c['version']}"
+        " (a lab cache's wheelhouse does, rocmlab_lab_cache), or jax_rocm_index_url to an index"
+        " that mirrors both."
+    )
+
+
 JAX = {
     "role": "jax_rocm",
     "name": "JAX",
@@ -744,7 +759,7 @@ JAX = {
     ],
     "keyed_by": "release",
     "fields": _jax_fields,
-    "no_source": _wheel_source,
+    "no_source": lambda c: _wheel_source(c) or _jax_from_pypi(c),
     "found_as": lambda c: ("jax", c["release"]),
     "upstream": lambda c: {"index_url": c["plan"]["wheels_index_url"], "find_links": ""},
     "wants": lambda plan: {
@@ -795,12 +810,18 @@ FRAMEWORKS = {"pytorch": PYTORCH, "tensorflow": TENSORFLOW, "jax": JAX}
 
 
 def _of_role(plan: dict, role: str) -> dict:
-    """The framework whose plan PLAN is, by its role (PyTorch's by the plan's source)."""
+    """The framework whose plan (or settings) PLAN is, by its role (PyTorch's by the source)."""
     roles = {"pytorch_rocm": _pytorch(plan), "tensorflow_rocm": TENSORFLOW, "jax_rocm": JAX}
     framework = roles.get(str(role))
     if framework is None:
         raise ValueError(f"{role!r} is no framework role ({_listed(roles)})")
     return framework
+
+
+def framework_plan(settings: dict, role, python: dict | None = None) -> dict:
+    """What ROLE installs from where, or the refusal: the engine over the role's table, its
+    settings and the Python the venv would get. Role framework_venv's plan entry point."""
+    return _engine_plan(_of_role(settings, role), settings, python)
 
 
 def framework_pip(plan: dict, role, probe: dict | None = None, require=False) -> dict:
@@ -820,7 +841,6 @@ def framework_record(plan: dict, role, probe, gpu_present, require, interpreter,
 
 # The roles' plans are the engine's (plugins/filter/<name>.yml says their arguments).
 tensorflow_rocm_plan = partial(_engine_plan, TENSORFLOW)
-jax_rocm_plan = partial(_engine_plan, JAX)
 
 
 class FilterModule:
@@ -830,7 +850,7 @@ class FilterModule:
             "pytorch_rocm_plan": pytorch_rocm_plan,
             "tensorflow_rocm_defaults": tensorflow_rocm_defaults,
             "tensorflow_rocm_plan": tensorflow_rocm_plan,
-            "jax_rocm_plan": jax_rocm_plan,
+            "framework_plan": framework_plan,
             "framework_pip": framework_pip,
             "framework_record": framework_record,
         }

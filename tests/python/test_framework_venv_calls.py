@@ -62,7 +62,7 @@ def inner_calls():
     """The calls framework_venv's install and result make of its own entry points
     (include_tasks), with what they pass and what reaches them from the entry point's caller."""
     found = []
-    for outer in ("install", "result"):
+    for outer in ("install", "result", "converge"):
         path = ROOT / "roles" / "framework_venv" / "tasks" / f"{outer}.yml"
         inherited = dict.fromkeys(SPECS[outer].get("options", {}), "{{ from the caller }}")
         for task in tasks_in(yaml.safe_load(path.read_text())):
@@ -107,7 +107,7 @@ def test_the_roles_call_framework_venv():
     entries = {entry for _, entry, _, _ in CALLS}
     # The venv, pip, probe and record entry points are all used; a refactoring that stops finding
     # the calls (another include form) must not pass by finding none.
-    assert {"install", "result", "absent", "venv", "pip", "probe", "record"} <= entries, entries
+    assert {"plan", "converge", "install", "result", "absent", "venv", "pip", "probe", "record"} <= entries, entries
     assert len(CALLS) >= 11
 
 
@@ -122,7 +122,7 @@ FRAMEWORK_ROLES = ["pytorch_rocm", "tensorflow_rocm", "jax_rocm"]
 
 @pytest.mark.parametrize("role", FRAMEWORK_ROLES)
 def test_a_framework_role_declares_what_framework_venv_reads_of_it(role):
-    called = {v["framework_venv_role"] for _, e, v, _ in CALLS if e in ("install", "result")}
+    called = {v["framework_venv_role"] for _, e, v, _ in calls() if e in ("converge", "install")}
     assert called == set(FRAMEWORK_ROLES)
     settings = yaml.safe_load((ROOT / "roles" / role / "meta" / "settings.yml").read_text())
     declared = set(settings["argument_specs"]["main"]["options"]) | set(settings["publishes"])

@@ -75,7 +75,8 @@ def jax_settings(version: str, rocm: str) -> dict:
         "version": version,
         "rocm_version": rocm,
         "index_url": WHEELS,
-        "find_links": "",
+        # jax and jaxlib are PyPI's: a lab's wheelhouse beside ROCm's index.
+        "find_links": "http://mirror.lab/wheels/",
         "python": "/usr/bin/python3",
         "venv": VENV,
         "releases": TABLES["jax"],

@@ -993,7 +993,7 @@ def test_the_filters_are_exported():
         "pytorch_rocm_plan",
         "tensorflow_rocm_defaults",
         "tensorflow_rocm_plan",
-        "jax_rocm_plan",
+        "framework_plan",
         "framework_pip",
         "framework_record",
     }

@@ -1,6 +1,6 @@
 """JAX's plan on the framework engine (plugins/filter/frameworks.py, JAX): what pip is asked for
 on each ROCm wheel release, the Python rules jax's own wheels set, and the record's refusals.
-The role (jax_rocm) is not written yet: these are the decisions it will act on."""
+Role jax_rocm acts on them through role framework_venv (entry points plan, install, result)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,11 @@ def settings(**changes) -> dict:
     return {**base, **changes}
 
 
+def jax_plan(settings: dict, python: dict | None = None) -> dict:
+    """The plan framework_venv's plan entry point makes for jax_rocm."""
+    return fw.framework_plan(settings, "jax_rocm", python)
+
+
 def ran(version: str) -> dict:
     return {"rc": 0, "stdout": version, "stderr": ""}
 
@@ -39,7 +44,7 @@ def folded(text: str) -> str:
 
 
 def test_rocm_7_asks_for_the_rocm7_plugin_and_rocm_with_the_targets_device_code():
-    plan = fw.jax_rocm_plan(settings(), ran("3.12.3"))
+    plan = jax_plan(settings(), ran("3.12.3"))
     assert plan["refusal"] == ""
     assert plan["requirements"] == [
         "jax==0.11.1",
@@ -58,7 +63,7 @@ def test_rocm_7_asks_for_the_rocm7_plugin_and_rocm_with_the_targets_device_code(
 
 
 def test_rocm_10_asks_for_the_rocm10_plugin():
-    plan = fw.jax_rocm_plan(settings(rocm_version="10.0"), ran("3.12.3"))
+    plan = jax_plan(settings(rocm_version="10.0"), ran("3.12.3"))
     assert plan["requirements"][:3] == [
         "jax==0.11.1",
         "jax_rocm10_plugin==0.11.1",
@@ -68,22 +73,22 @@ def test_rocm_10_asks_for_the_rocm10_plugin():
 
 def test_debian_12s_python_gets_the_newest_jax_with_wheels_for_it_only_when_pinned():
     # jax 0.11 needs Python 3.12: following ROCm 7.14 on Python 3.11 is refused, naming the pin.
-    said = folded(fw.jax_rocm_plan(settings(), ran("3.11.2"))["refusal"])
+    said = folded(jax_plan(settings(), ran("3.11.2"))["refusal"])
     assert "jax_rocm_version: jax 0.11.1 has no wheels for Python 3.11.2" in said
     assert "JAX releases for ROCm 7.14 with wheels for Python 3.11: 0.10.1, 0.10.2." in said
-    assert fw.jax_rocm_plan(settings(version="0.10.2"), ran("3.11.2"))["refusal"] == ""
+    assert jax_plan(settings(version="0.10.2"), ran("3.11.2"))["refusal"] == ""
 
 
 def test_rocm_10_with_a_jaxlib_that_does_not_know_its_plugin_is_refused():
     said = folded(
-        fw.jax_rocm_plan(settings(version="0.10.2", rocm_version="10.0"), ran("3.12.3"))["refusal"]
+        jax_plan(settings(version="0.10.2", rocm_version="10.0"), ran("3.12.3"))["refusal"]
     )
     assert said.startswith('jax_rocm_version "0.10.2" does not fit jax_rocm_rocm_version "10.0"')
     assert "jax 0.10.2 is built for ROCm 7.14" in said
 
 
 def test_the_record_refuses_jax_without_its_plugin_and_a_missing_device_package():
-    plan = fw.jax_rocm_plan(settings(), ran("3.12.3"))
+    plan = jax_plan(settings(), ran("3.12.3"))
     venv = "/opt/rocmlab/venvs/jax"
     probe = {
         "python": "3.12.3",
@@ -109,7 +114,7 @@ def test_the_record_refuses_jax_without_its_plugin_and_a_missing_device_package(
 
 
 def test_pip_runs_until_jax_the_plugin_the_pjrt_and_the_device_code_are_there():
-    plan = fw.jax_rocm_plan(settings(), ran("3.12.3"))
+    plan = jax_plan(settings(), ran("3.12.3"))
     dists = {"jax": "0.11.1", "jax-rocm7-plugin": "0.11.1", "jax-rocm7-pjrt": "0.10.2"}
     reasons = fw.framework_pip(plan, "jax_rocm", {"dists": dists})["reasons"]
     assert reasons == [
@@ -118,3 +123,13 @@ def test_pip_runs_until_jax_the_plugin_the_pjrt_and_the_device_code_are_there():
     ]
     dists |= {"jax-rocm7-pjrt": "0.11.1", "rocm-sdk-device-gfx1100": "7.14.0"}
     assert fw.framework_pip(plan, "jax_rocm", {"dists": dists})["reasons"] == []
+
+
+def test_rocms_index_alone_is_refused_naming_where_jax_comes_from():
+    # TheRock's RELEASES.md installs jax from PyPI: ROCm's index alone cannot give it.
+    said = folded(jax_plan(settings(find_links=""), ran("3.12.3"))["refusal"])
+    assert said.startswith("jax_rocm_index_url is ROCm's multi-arch index")
+    assert "wheelhouse holding jax==0.11.1 and jaxlib==0.11.1" in said
+    # An index of the lab's that mirrors both is the lab's choice.
+    mirror = settings(find_links="", index_url="http://devpi.lab/root/pypi/+simple/")
+    assert jax_plan(mirror, ran("3.12.3"))["refusal"] == ""
