@@ -226,3 +226,31 @@ def test_builder_refuses_an_unknown_release(tmp_path):
     assert "--releases: '9.9' is not a core-line release" in done.stderr
     assert "accepted: 10.0, 7.14" in done.stderr
     assert not (tmp_path / "stable").exists()
+
+
+def test_jax_plugin_stand_ins_follow_jax_rocms_table_and_pull_their_pjrt(index, tmp_path):
+    """jax_rocm<major>_* per ROCm major, for the JAX releases role jax_rocm pairs with each
+    release (0.11.1 only on 10.0); the plugin pulls its PJRT of the same version, and nothing
+    registers a jax plugin (a CPU jax beside them stays CPU)."""
+    versions = {
+        p.name: sorted(w.name.split("-")[1] for w in p.glob("*.whl"))
+        for p in index.iterdir()
+        if p.name.startswith("jax-rocm")
+    }
+    assert versions == {
+        "jax-rocm7-plugin": ["0.10.1", "0.10.2", "0.11.0", "0.11.1"],
+        "jax-rocm7-pjrt": ["0.10.1", "0.10.2", "0.11.0", "0.11.1"],
+        "jax-rocm10-plugin": ["0.11.1"],
+        "jax-rocm10-pjrt": ["0.11.1"],
+    }
+    venv = Venv(tmp_path / "venv", index)
+    venv.install("jax_rocm7_plugin==0.10.2")
+    dists = venv.dists()
+    assert {n: v[0] for n, v in dists.items() if n.startswith("jax")} == {
+        "jax_rocm7_plugin": "0.10.2",
+        "jax_rocm7_pjrt": "0.10.2",
+    }
+    assert all("rocmlab test fixture" in dists[n][1] for n in ("jax_rocm7_plugin", "jax_rocm7_pjrt"))
+    site = next((venv.path / "lib").glob("python3*/site-packages"))
+    assert not (site / "jax_plugins").exists()
+    assert not [p for p in site.glob("jax_rocm7_*.dist-info/entry_points.txt")]
