@@ -1,7 +1,7 @@
-"""The tests every framework role's scenario runs (pytorch_rocm, tensorflow_rocm), one suite for
-all: the venv and its rights, the GPU override on activation, the system Python left alone, check
-mode, bad input and a Python without wheels refused before any change, and a CPU build refused
-where a ROCm build is required.
+"""The tests every framework role's scenario runs (pytorch_rocm, tensorflow_rocm, jax_rocm), one
+suite for all: the venv and its rights, the GPU override on activation, the system Python left
+alone, check mode, bad input and a Python without wheels refused before any change, and a CPU
+build refused where a ROCm build is required.
 
 A scenario's test module says what its framework is (FRAMEWORK, a Framework; BAD_INPUT, its
 refused settings) and takes the suite's tests with `from framework_suite import *`; pytest then
@@ -95,8 +95,10 @@ def host(framework):
 
 
 def play(framework: Framework, extra_vars: dict, *args: str) -> subprocess.CompletedProcess:
-    """The scenario's converge playbook on the framework's host, with EXTRA_VARS."""
-    return playbook_runs.play(PLAYBOOK, extra_vars, "--limit", framework.host, *args)
+    """The scenario's converge playbook on the framework's host, with EXTRA_VARS: the framework's
+    role only (its tag), where the scenario's host has other roles too."""
+    limit = ("--limit", framework.host, "--tags", framework.role)
+    return playbook_runs.play(PLAYBOOK, extra_vars, *limit, *args)
 
 
 def pytest_generate_tests(metafunc):

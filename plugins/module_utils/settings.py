@@ -427,10 +427,14 @@ def problems_of(spec):
         if not isinstance(value, list):
             return bad(f"is a {type_name(value)}, not a list", "Write a YAML list, one item each.")
         element = spec.get("element") or {"kind": "text"}
+        # An element's refusal says what is accepted: the list's example where it has none.
+        inherited = {"example": spec["example"]} if spec.get("example") else {}
         return [
             problem
             for index, item in enumerate(value)
-            for problem in problems_of(dict(element, name=f"{name}[{index}]", value=item))
+            for problem in problems_of(
+                dict(inherited, **element, name=f"{name}[{index}]", value=item)
+            )
         ]
     if kind == "pip_args":
         if not isinstance(value, list):

@@ -96,6 +96,14 @@ def test_list_elements_are_checked_each_with_their_index():
     assert "some_var[0]" not in text
 
 
+def test_a_list_elements_refusal_says_what_is_accepted():
+    element = {"kind": "pattern", "pattern": "gfx[0-9a-f]{3,4}|all"}
+    text = assert_refused(
+        "list", ["gfx90a", "gfx90z"], 'some_var[1]: "gfx90z"', element=element, example="[gfx1100]"
+    )
+    assert "(for example [gfx1100])" in text
+
+
 def test_int_range():
     assert problems("int", 600, min=501, max=1000) == []
     assert problems("int", "600", min=501, max=1000) == []
