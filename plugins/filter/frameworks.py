@@ -733,17 +733,17 @@ def _jax_no_wheels(c: dict) -> tuple[str, str]:
 
 
 def _jax_from_pypi(c: dict) -> str:
-    """jax and jaxlib are PyPI's, not on ROCm's index: with that index alone pip cannot find them."""
-    plan = c["plan"]
+    """jax and jaxlib are PyPI's, not on ROCm's index: with that index alone pip cannot find
+    them."""
+    plan, version = c["plan"], c["version"]
     if plan["find_links"] or plan["index_url"].rstrip("/") != plan["wheels_index_url"].rstrip("/"):
         return ""
     return (
         f"jax_rocm_index_url is ROCm's multi-arch index ({_masked(plan['index_url'])}) and"
         " jax_rocm_find_links is empty: jax and jaxlib are not on that index (TheRock's"
         " RELEASES.md installs them from PyPI), and pip is given one index only. Set"
-        f" jax_rocm_find_links to a wheelhouse holding jax=={c['version']} and jaxlib=={c['version']}"
-        " (a lab cache's wheelhouse does, rocmlab_lab_cache), or jax_rocm_index_url to an index"
-        " that mirrors both."
+        f" jax_rocm_find_links to a wheelhouse holding jax=={version} and jaxlib=={version},"
+        " or jax_rocm_index_url to an index that mirrors both."
     )
 
 

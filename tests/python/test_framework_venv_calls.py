@@ -107,7 +107,17 @@ def test_the_roles_call_framework_venv():
     entries = {entry for _, entry, _, _ in CALLS}
     # The venv, pip, probe and record entry points are all used; a refactoring that stops finding
     # the calls (another include form) must not pass by finding none.
-    assert {"plan", "converge", "install", "result", "absent", "venv", "pip", "probe", "record"} <= entries, entries
+    assert {
+        "plan",
+        "converge",
+        "install",
+        "result",
+        "absent",
+        "venv",
+        "pip",
+        "probe",
+        "record",
+    } <= entries, entries
     assert len(CALLS) >= 11
 
 

@@ -250,7 +250,9 @@ def test_jax_plugin_stand_ins_follow_jax_rocms_table_and_pull_their_pjrt(index, 
         "jax_rocm7_plugin": "0.10.2",
         "jax_rocm7_pjrt": "0.10.2",
     }
-    assert all("rocmlab test fixture" in dists[n][1] for n in ("jax_rocm7_plugin", "jax_rocm7_pjrt"))
+    assert all(
+        "rocmlab test fixture" in dists[n][1] for n in ("jax_rocm7_plugin", "jax_rocm7_pjrt")
+    )
     site = next((venv.path / "lib").glob("python3*/site-packages"))
     assert not (site / "jax_plugins").exists()
     assert not [p for p in site.glob("jax_rocm7_*.dist-info/entry_points.txt")]
