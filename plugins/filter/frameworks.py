@@ -60,7 +60,8 @@ def _release_key(release) -> tuple[int, ...]:
 # rocm, release, build, version, plan; path, found, pyver, pythons). Optional: "pin", "version",
 # "pythons", "other_source" (not pip), "rebuild", "one_module", "core_sdk", "rocm_only", "newer"
 # (what the refusal to follow a ROCm release newer than the table's says), "missing" (the record's
-# refusal of an install that lacks a part it asked for).
+# refusal of an install that lacks a part it asked for), "also_downloads" (more entries of the
+# plan's downloads).
 
 
 def _follow(framework: dict, builds: list, rocm: str) -> str:
@@ -226,7 +227,8 @@ def _found(framework: dict, c: dict) -> None:
             python=c["pyver"],
             path=c["settings"]["venv"],
             space="venvs",
-        )
+        ),
+        *framework.get("also_downloads", lambda c: [])(c),
     ]
 
 
@@ -475,6 +477,14 @@ def _torch_wheel_fields(c: dict) -> dict:
     return fields
 
 
+def _through_the_lab_cache(c: dict) -> dict:
+    """ROCm's multi-arch wheels are fetched by no lab cache ahead ({}): a lab cache passes them
+    through as its clients ask (lab_cache_rocm_wheels_upstream), each file once for all, so each
+    client's GPU targets' device wheels and no others cross the uplink. (The rocm package is a
+    source distribution, which a fill of binary wheels for another machine could not fetch.)"""
+    return {}
+
+
 def _wheel_source(c: dict) -> str:
     """The refusal of a wheels plan with nowhere to get them, or no GPU target to get them for."""
     plan, role = c["plan"], c["role"]
@@ -519,7 +529,7 @@ PYTORCH_WHEELS = {
     ],
     "fields": _torch_wheel_fields,
     "no_source": _wheel_source,
-    "upstream": lambda c: {"index_url": c["plan"]["wheels_index_url"], "find_links": ""},
+    "upstream": _through_the_lab_cache,
     "wants": lambda plan: {
         **_torch_wants(plan),
         **{name: bool for name in plan["device_packages"]},
@@ -761,7 +771,21 @@ JAX = {
     "fields": _jax_fields,
     "no_source": lambda c: _wheel_source(c) or _jax_from_pypi(c),
     "found_as": lambda c: ("jax", c["release"]),
-    "upstream": lambda c: {"index_url": c["plan"]["wheels_index_url"], "find_links": ""},
+    "upstream": _through_the_lab_cache,
+    # jax and jaxlib are PyPI's: a lab cache fetches them (with their dependencies) into its
+    # wheelhouse, from pip's default index unless lab_cache_wheel_upstream names another.
+    "also_downloads": lambda c: [
+        entry(
+            "wheels",
+            "jax and jaxlib",
+            mirrors=pip_mirrors("jax", c["plan"]["index_url"], c["plan"]["find_links"], "jax"),
+            upstream={"index_url": "", "find_links": ""},
+            requirements=[f"jax=={c['version']}", f"jaxlib=={c['version']}"],
+            python=c["pyver"],
+            path=c["settings"]["venv"],
+            space="venvs",
+        )
+    ],
     "wants": lambda plan: {
         "jax": lambda got: got == plan["version"],
         plan["plugin"]: lambda got: got == plan["version"],

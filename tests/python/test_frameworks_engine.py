@@ -155,7 +155,10 @@ CASES = {
         "requirement": lambda release, rocm: f"jax=={release}",
         "followed": lambda release, rocm: f"jax=={release}",
         "installed": _jax_installed,
-        "upstream": lambda release, rocm: {"index_url": WHEELS, "find_links": ""},
+        # ROCm's wheels pass through a lab cache as clients ask: none fetches them ahead.
+        "upstream": lambda release, rocm: {},
+        # jax and jaxlib (PyPI's) a lab cache fetches into its wheelhouse.
+        "more": lambda release: [[f"jax=={release}", f"jaxlib=={release}"]],
         # A ROCm release past the table's newest (10.0 has JAX).
         "beyond": "11.0",
     },
@@ -192,10 +195,12 @@ def test_every_build_installs_its_release_from_its_index(name, release, rocm, py
     got = plan(name, case["pin"](release), f"{rocm}.2", f"{python}.4")
     assert got["refusal"] == ""
     assert got["requirements"][0] == case["requirement"](release, rocm)
-    (download,) = got["downloads"]
+    download, *more = got["downloads"]
     assert download["kind"] == "wheels" and download["python"] == python
     assert download["requirements"] == got["requirements"] and download["path"] == VENV
     assert download["upstream"] == case["upstream"](release, rocm)
+    assert [m["requirements"] for m in more] == case.get("more", lambda release: [])(release)
+    assert all(m["python"] == python and m["upstream"] for m in more)
     assert got["python_found"]["version"] == f"{python}.4"
 
 

@@ -11,6 +11,7 @@ from rocmlab_testutil import load_module
 
 REPO = Path(__file__).resolve().parents[2]
 fw = load_module("frameworks_jax", REPO / "plugins" / "filter" / "frameworks.py")
+dl = load_module("downloads_jax", REPO / "plugins" / "filter" / "downloads.py")
 TABLE = yaml.safe_load((REPO / "roles/jax_rocm/vars/main.yml").read_text())["__jax_rocm_releases"]
 WHEELS = "https://mirror.lab/rocm/whl-multi-arch/"
 
@@ -133,3 +134,20 @@ def test_rocms_index_alone_is_refused_naming_where_jax_comes_from():
     # An index of the lab's that mirrors both is the lab's choice.
     mirror = settings(find_links="", index_url="http://devpi.lab/root/pypi/+simple/")
     assert jax_plan(mirror, ran("3.12.3"))["refusal"] == ""
+
+
+def test_a_lab_cache_fetches_jax_and_jaxlib_ahead_and_passes_rocms_wheels_through():
+    proxy = "http://head.lab:8180/rocm-wheels/"
+    behind = settings(version="0.10.2", index_url=proxy, wheels_index_url=proxy)
+    plan = jax_plan(behind, ran("3.11.2"))
+    assert plan["refusal"] == ""
+    wants = dl.downloads_lab_cache([{"jax_rocm_downloads": plan["downloads"]}])
+    # ROCm's wheels (the plugin, the PJRT, rocm and its device code) are not fetched ahead.
+    assert wants["wheels"] == [
+        {
+            "requirements": ["jax==0.10.2", "jaxlib==0.10.2"],
+            "python": "3.11",
+            "index_url": "",
+            "find_links": "",
+        }
+    ]

@@ -80,7 +80,8 @@ def test_every_wheel_build_is_asked_for_with_its_targets_extras_and_rocm_release
         "amd-torch-device-gfx942",
     ]
     (download,) = plan["downloads"]
-    assert download["upstream"] == {"index_url": WHEELS_INDEX, "find_links": ""}
+    # No lab cache fetches them ahead: one passes them through as its clients ask.
+    assert download["upstream"] == {}
     assert download["mirrors"][0]["urls"] == [f"{WHEELS_INDEX}torch/"]
 
 
