@@ -44,6 +44,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 import testinfra
@@ -333,6 +334,80 @@ def test_a_client_moves_to_the_core_line_through_the_cache(core_client, tmp_path
     first = first_served(start, end)
     not_filled = [path for path in debs if not lab_cache_stats.own_fill(first.get(path, ""))]
     assert not not_filled, {path: first.get(path) for path in not_filled}
+
+
+# --- ROCm's multi-arch wheels through the cache's pass-through (lab_cache_rocm_wheels_upstream) ---
+WHEELS_CLIENTS = [C3, C4]
+WHEELS_SETTINGS = {
+    "pytorch_rocm_source": "wheels",
+    "pytorch_rocm_rocm_version": "7.14",
+    "pytorch_rocm_sysfs_root": "/srv/sysfs/mi210",
+}
+DISTS = (
+    f"{VENV}/bin/python -c 'import json, importlib.metadata as m;"
+    ' print(json.dumps({d.metadata["Name"]: d.version for d in m.distributions()}))\''
+)
+
+
+def index_gets(since: float, address: str) -> list[str]:
+    """The files the ROCm wheels fixture index (its server's log: Python's http.server, one line
+    per request) sent to ADDRESS since SINCE, as named on the index."""
+    logs = subprocess.run(
+        ["docker", "logs", "--since", str(int(since)), "rocmlab-rocm-wheels"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    paths = re.findall(
+        rf'^{re.escape(address)} - - \[[^]]*\] "GET (\S+) HTTP[^"]*" 200 ',
+        logs.stdout + logs.stderr,
+        re.M,
+    )
+    return [unquote(path.rsplit("/", 1)[1]) for path in paths if path.endswith(".whl")]
+
+
+def address_of(name: str) -> str:
+    """NAME's address on the test network (what the fixture index's log names it by)."""
+    network = '{{(index .NetworkSettings.Networks "rocmlab-test").IPAddress}}'
+    return docker("inspect", "-f", network, name).strip()
+
+
+@pytest.fixture(scope="module")
+def rocm_wheels_clients(core_client):
+    """c3 and c4, both showing an MI210, install PyTorch from ROCm's wheels in one run."""
+    start = time.time()
+    run = play(SITE, WHEELS_SETTINGS, "--limit", ",".join(WHEELS_CLIENTS), "--tags", "pytorch_rocm")
+    assert run.returncode == 0, said(run)[-4000:]
+    return run, start
+
+
+def test_two_clients_of_one_gpu_target_cost_one_upstream_copy_of_its_device_code(
+    rocm_wheels_clients,
+):
+    _, start = rocm_wheels_clients
+    for name in WHEELS_CLIENTS:
+        dists = json.loads(host(name).check_output(DISTS))
+        assert dists["torch"] == "2.13.0+rocm7.14.0"
+        devices = sorted(n for n in dists if "-device-" in n)
+        assert devices == ["amd-torch-device-gfx90a", "rocm-sdk-device-gfx90a"], name
+        record = json.loads(host(name).file("/etc/rocmlab/pytorch.json").content_string)
+        assert record["index_url"] == f"http://{HEAD}:8180/rocm-wheels/"
+    fetched = index_gets(start, address_of(HEAD))
+    # Each file once from upstream for both clients, and of the device code only their target's.
+    assert len(fetched) == len(set(fetched)) > 0, sorted(fetched)
+    devices = sorted(name.split("-")[0] for name in fetched if "_device_" in name)
+    assert devices == ["amd_torch_device_gfx90a", "rocm_sdk_device_gfx90a"], sorted(fetched)
+    # No client fetched from the index itself: both got every file from the head node.
+    for name in WHEELS_CLIENTS:
+        assert index_gets(start, address_of(name)) == [], name
+    served = [
+        line.split("|")[3]
+        for line in host(HEAD).file(LOGS["http_log"]).content_string.splitlines()
+        if "/rocm-wheels/" in line
+        and "rocm_sdk_device_gfx90a" in line
+        and float(line.split("|")[0]) >= start
+    ]
+    assert len(served) == 2 and len(set(served)) == 2, served
 
 
 def docker(*args: str, check: bool = True) -> str:
