@@ -30,11 +30,11 @@ A, B, C = "rocmlab-cluster-a", "rocmlab-cluster-b", "rocmlab-cluster-c"
 HOSTS = [A, B, C]
 WORK = "/var/lib/rocmlab/cluster"
 LOCK = "/run/rocmlab.lock"
-# The all-reduce alone, lean: no training, a few small sizes.
+# The all-reduce alone, lean: no training, a few small sizes (the slow fraction: molecule.yml).
 LEAN = {
     "cluster_check_train": False,
     "cluster_check_allreduce_args": ["--sizes", "1K:4K", "--iters", "5", "--warmup", "1",
-                                     "--pair-size", "16K", "--slow-fraction", "0.2"],
+                                     "--pair-size", "16K", "--slow-fraction", "0.05"],
 }  # fmt: skip
 # c's job is under way once its process group is up (after its heartbeats started): gloo has
 # then an established connection from c to each of the other hosts on a port other than the
