@@ -275,7 +275,11 @@ def fleet_time_left(started, limit):
 
 
 def _framework(found):
-    return f"torch {found['torch']}" if "torch" in found else str(found["package"])
+    """What a framework's *_python_found names: torch's or jax's release, or TensorFlow's package."""
+    for name in ("torch", "jax"):
+        if name in found:
+            return f"{name} {found[name]}"
+    return str(found["package"])
 
 
 def fleet_python_detail(found):

@@ -292,6 +292,11 @@ def test_the_python_detail_names_each_framework_and_its_wheels() -> None:
         "/usr/bin/python3 3.11.2: torch 2.13 has wheels for Python 3.10, 3.11; /usr/bin/python3"
         " 3.11.2: tensorflow-cpu 2.18.1 has wheels for Python 3.9, 3.10, 3.11, 3.12"
     )
+    jax = {**TORCH_FOUND, "jax": "0.10.2", "wheels_for": ["3.11", "3.12"]}
+    del jax["torch"]
+    assert fleet.fleet_python_detail([None, None, jax]) == (
+        "/usr/bin/python3 3.11.2: jax 0.10.2 has wheels for Python 3.11, 3.12"
+    )
     assert fleet.fleet_python_detail([None, TF_FOUND]).startswith("/usr/bin/python3 3.11.2: tens")
     assert fleet.fleet_python_detail([None, None]) == (
         "no framework installed with pip in this rollout"
