@@ -275,7 +275,7 @@ def fleet_time_left(started, limit):
 
 
 def _framework(found):
-    """What a framework's *_python_found names: torch's or jax's release, or TensorFlow's package."""
+    """What a framework's *_python_found names: torch's or jax's release, or TF's package."""
     for name in ("torch", "jax"):
         if name in found:
             return f"{name} {found[name]}"
