@@ -530,6 +530,13 @@ PYTORCH_WHEELS = {
     "fields": _torch_wheel_fields,
     "no_source": _wheel_source,
     "upstream": _through_the_lab_cache,
+    # A torch that is none of ROCm's wheels (another source's build of the same version: pip
+    # takes it for torch==X.Y.Z and adds no device package to it) is replaced.
+    "rebuild": lambda plan, dists, require: (
+        [f"torch {dists['torch']} is not one of ROCm's wheels (pytorch_rocm_source: wheels)"]
+        * bool(dists.get("torch") and "+rocm" not in str(dists["torch"]))
+        or _torch_rebuild(plan, dists, require)
+    ),
     "wants": lambda plan: {
         **_torch_wants(plan),
         **{name: bool for name in plan["device_packages"]},

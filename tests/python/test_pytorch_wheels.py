@@ -148,6 +148,14 @@ def test_pip_runs_for_a_missing_device_package_and_not_when_all_are_there():
     decided = fw.framework_pip(plan, "pytorch_rocm", other, False)
     assert decided["force_reinstall"] is True
     assert decided["reasons"] == ["torch 2.13.0+rocm10.0.0 is built for ROCm 10.0, not ROCm 7.14"]
+    # Another source's build of the version (a venv made with pytorch_rocm_source: pip) is
+    # replaced too, even where a ROCm build is not required: pip would keep it and add nothing.
+    cpu = fw.framework_pip(plan, "pytorch_rocm", _probe(torch="2.13.0+cpu"), False)
+    assert cpu["force_reinstall"] is True
+    assert (
+        "torch 2.13.0+cpu is not one of ROCm's wheels (pytorch_rocm_source: wheels)"
+        in cpu["reasons"]
+    )
 
 
 def test_the_record_refuses_a_venv_without_a_targets_device_code():
