@@ -13,6 +13,10 @@
   core    c4 moved to AMD's Core SDK line (playbooks/rocm.yml, rocm_repo_version 10.0): its
           sources, key and packages come through the cache's Core remap, every package file
           fetched first by the head node's fill, the signed InRelease the mirror's byte for byte.
+  wheels  c3 and c4 (each showing an MI210: the sysfs fixture) install torch from ROCm's
+          multi-arch wheels in one run through the head node's pass-through of the fixture
+          index: the index's own log shows each file sent once, to the head node, and of device
+          code only gfx90a's; nginx's log shows the device wheel served to both clients.
   offline an offline bundle made on the head node (playbooks/lab_bundle.yml, which prints the
           SHA-256 of its MANIFEST.json; an existing directory it did not make, as a USB stick's
           root, is refused as lab_cache_bundle_dest and left as it was), copied to the offline
