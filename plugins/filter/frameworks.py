@@ -534,8 +534,8 @@ PYTORCH_WHEELS = {
     # takes it for torch==X.Y.Z and adds no device package to it) is replaced.
     "rebuild": lambda plan, dists, require: (
         [f"torch {dists['torch']} is not one of ROCm's wheels (pytorch_rocm_source: wheels)"]
-        * bool(dists.get("torch") and "+rocm" not in str(dists["torch"]))
-        or _torch_rebuild(plan, dists, require)
+        if dists.get("torch") and "+rocm" not in str(dists["torch"])
+        else _torch_rebuild(plan, dists, require)
     ),
     "wants": lambda plan: {
         **_torch_wants(plan),

@@ -150,6 +150,8 @@ def test_pip_runs_for_a_missing_device_package_and_not_when_all_are_there():
     assert decided["reasons"] == ["torch 2.13.0+rocm10.0.0 is built for ROCm 10.0, not ROCm 7.14"]
     # Another source's build of the version (a venv made with pytorch_rocm_source: pip) is
     # replaced too, even where a ROCm build is not required: pip would keep it and add nothing.
+    fresh = fw.framework_pip(plan, "pytorch_rocm", _probe(), False)
+    assert (fresh["force_reinstall"], fresh["reasons"][0]) == (False, "no torch")
     cpu = fw.framework_pip(plan, "pytorch_rocm", _probe(torch="2.13.0+cpu"), False)
     assert cpu["force_reinstall"] is True
     assert (
