@@ -1,7 +1,8 @@
 # Copyright: rocmlab contributors
 # Apache License 2.0
 """The collection's roles, listed once: __rocmlab_registry in roles/rocmlab/vars/main.yml, one
-entry per role (name, tag, group, and the columns downloads, lab_cache_urls, host_rules). The
+entry per role (name, tag, group, and the columns downloads, lab_cache_urls, host_rules,
+system_rocm). The
 playbooks, the rollout, the settings check, the lab cache and tools/role_docs.py read their lists
 of roles from it through these functions; tests/python/test_registry.py ties every column to the
 roles' own files and to the playbooks.
@@ -11,8 +12,13 @@ Pure functions over the registry (a list of dicts); nothing here reads a file.
 
 from __future__ import annotations
 
-KEYS = ("name", "tag", "group", "downloads", "lab_cache_urls", "host_rules")
-COLUMNS = ("downloads", "lab_cache_urls", "host_rules")
+KEYS = ("name", "tag", "group", "downloads", "lab_cache_urls", "host_rules", "system_rocm")
+COLUMNS = ("downloads", "lab_cache_urls", "host_rules", "system_rocm")
+# Where a host's ROCm comes from (role rocmlab's rocmlab_rocm_install): "system" (AMD's or the
+# distribution's packages, roles rocm_repo and rocm_packages) or "wheels" (ROCm's multi-arch
+# wheels inside the framework venvs: the host needs only the kernel driver and device access, and
+# every run leaves the roles of the system_rocm column out).
+INSTALLS = ("system", "wheels")
 # The groups site.yml and the rollout apply, in this order (playbooks/tasks/<group>.yml).
 SITE_GROUPS = ("rocm", "frameworks", "smoke")
 
@@ -72,12 +78,15 @@ def roles(registry) -> dict:
     return found
 
 
-def applied(registry, wanted, run_tags, skip_tags, checked=()) -> list:
+def applied(registry, wanted, run_tags, skip_tags, checked=(), install="system") -> list:
     """The roles of WANTED (in its order) whose settings a run checks now: those whose tag the
     run selects (RUN_TAGS: --tags, "all" when none was given) and does not skip (SKIP_TAGS:
-    --skip-tags), less those already CHECKED on the host. A role of WANTED that is not in the
-    registry, or has no tag, is a mistake in the caller."""
-    tags = roles(registry)["tags"]
+    --skip-tags), less those already CHECKED on the host, less the system_rocm roles on a host
+    whose INSTALL is "wheels" (any other value is left to the settings check, which refuses it
+    before anything changes). A role of WANTED that is not in the registry, or has no tag, is a
+    mistake in the caller."""
+    found = roles(registry)
+    tags = found["tags"]
     unknown = [name for name in wanted if name not in tags]
     if unknown:
         raise ValueError(
@@ -91,4 +100,5 @@ def applied(registry, wanted, run_tags, skip_tags, checked=()) -> list:
         if ("all" in run_tags or tags[name] in run_tags)
         and tags[name] not in skip_tags
         and name not in checked
+        and not (install == "wheels" and name in found["system_rocm"])
     ]

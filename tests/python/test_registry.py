@@ -67,6 +67,23 @@ def test_a_run_checks_the_roles_its_tags_select_and_skip_less_those_checked(
     assert registry.applied(REGISTRY, wanted, run_tags, skip_tags, checked) == expected
 
 
+@pytest.mark.parametrize(
+    ("install", "expected"),
+    [
+        ("system", ["rocm_repo", "rocm_packages", "user_groups", "pytorch_rocm"]),
+        # ROCm from wheels: apt and a system ROCm are left alone, the GPU groups are not.
+        ("wheels", ["user_groups", "pytorch_rocm"]),
+        # Not a choice: the settings check refuses it (rocmlab_rocm_install's choices) before
+        # anything changes, with every role's settings checked.
+        ("wheel", ["rocm_repo", "rocm_packages", "user_groups", "pytorch_rocm"]),
+    ],
+)
+def test_a_host_with_rocm_from_wheels_leaves_the_system_rocm_roles_out(install, expected) -> None:
+    wanted = ["rocm_repo", "rocm_packages", "user_groups", "pytorch_rocm"]
+    assert registry.applied(REGISTRY, wanted, ["all"], [], [], install) == expected
+    assert ROLES["system_rocm"] == ["rocm_repo", "rocm_packages"]
+
+
 def test_the_wanted_order_is_kept() -> None:
     assert registry.applied(REGISTRY, ["smoke_test", "rocm_repo"], ["all"], []) == [
         "smoke_test",
@@ -116,6 +133,8 @@ def test_the_filters_refuse_with_ansibles_error() -> None:
 
     assert filters.registry_roles(REGISTRY) == ROLES
     assert filters.registry_applied(REGISTRY, ["smoke_test"], ["all"], [], None) == ["smoke_test"]
+    wanted = ["rocm_repo", "user_groups"]
+    assert filters.registry_applied(REGISTRY, wanted, ["all"], [], None, "wheels") == ["user_groups"]
     with pytest.raises(AnsibleFilterError, match="listed twice"):
         filters.registry_roles(broken(lambda e: e.append(dict(e[1]))))
     with pytest.raises(AnsibleFilterError, match="nope: not a role"):
@@ -143,6 +162,28 @@ def test_the_site_groups_are_the_roles_playbooks_tasks_import_in_order_with_thei
         of_group = [(name, tags) for name, tags in imported if entry(name)["group"] == group]
         assert [name for name, _ in of_group] == ROLES[group]
         assert all(tags == [ROLES["tags"][name]] for name, tags in of_group)
+
+
+def test_the_playbooks_leave_the_system_rocm_column_out_of_a_host_with_rocm_from_wheels() -> None:
+    """What site.yml, rocm.yml and the rollout import (playbooks/tasks/rocm.yml), and what
+    reset.yml removes: the roles of the column, and only they, skip a host whose
+    rocmlab_rocm_install is wheels."""
+    gate = "rocmlab_rocm_install != 'wheels'"
+    tasks = yaml.safe_load((REPO / "playbooks" / "tasks" / "rocm.yml").read_text())
+    gated = [
+        t["ansible.builtin.import_role"]["name"].rsplit(".", 1)[-1]
+        for t in tasks
+        if "ansible.builtin.import_role" in t and t.get("when") == gate
+    ]
+    assert gated == ROLES["system_rocm"]
+    reset = yaml.safe_load((REPO / "playbooks" / "reset.yml").read_text())
+    removing = [t for t in reset[1]["tasks"][0]["block"] if "ansible.builtin.include_role" in t]
+    gated = sorted(
+        t["ansible.builtin.include_role"]["name"].rsplit(".", 1)[-1]
+        for t in removing
+        if t.get("when") == gate
+    )
+    assert gated == sorted(ROLES["system_rocm"])
 
 
 def test_the_roles_that_publish_downloads_are_the_downloads_column() -> None:

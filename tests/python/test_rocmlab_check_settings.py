@@ -174,6 +174,17 @@ def test_common_only_checks_those_settings_of_role_rocmlab_and_no_other(tmp_path
     assert 'rocmlab_reports_dir: "reports"' in text, text
 
 
+def test_where_rocm_comes_from_is_system_or_wheels(tmp_path):
+    found = check(
+        tmp_path,
+        {"wheels": {"rocmlab_rocm_install": "wheels"}, "typo": {"rocmlab_rocm_install": "pip"}},
+        ["user_groups", "pytorch_rocm"],
+    )
+    assert sorted(found["problems"]) == ["typo"]
+    text = " ".join(found["problems"]["typo"])
+    assert "rocmlab_rocm_install must be one of: system, wheels, got: pip" in text, text
+
+
 def test_a_role_that_is_off_is_not_checked(result):
     assert "off" not in result["problems"]
 
