@@ -133,8 +133,8 @@ def test_the_filters_refuse_with_ansibles_error() -> None:
 
     assert filters.registry_roles(REGISTRY) == ROLES
     assert filters.registry_applied(REGISTRY, ["smoke_test"], ["all"], [], None) == ["smoke_test"]
-    wanted = ["rocm_repo", "user_groups"]
-    assert filters.registry_applied(REGISTRY, wanted, ["all"], [], None, "wheels") == ["user_groups"]
+    both = ["rocm_repo", "user_groups"]
+    assert filters.registry_applied(REGISTRY, both, ["all"], [], None, "wheels") == ["user_groups"]
     with pytest.raises(AnsibleFilterError, match="listed twice"):
         filters.registry_roles(broken(lambda e: e.append(dict(e[1]))))
     with pytest.raises(AnsibleFilterError, match="nope: not a role"):

@@ -1,6 +1,7 @@
-"""pytorch_rocm_source: wheels (the default where rocmlab_rocm_install is wheels, as on this
-host) on a host that shows an MI210 (sysfs fixture) and has no ROCm package: torch with the gfx90a device code and ROCm itself in the venv, from the ROCm wheels
-fixture index (a CPU torch repacked as AMD's torch 2.13.0+rocm7.14.0, said in molecule.yml)."""
+"""pytorch_rocm_source: wheels (the default where rocmlab_rocm_install is wheels, as on this host)
+on a host that shows an MI210 (sysfs fixture) and has no ROCm package: torch with the gfx90a
+device code and ROCm itself in the venv, from the ROCm wheels fixture index (a CPU torch
+repacked as AMD's torch 2.13.0+rocm7.14.0, said in molecule.yml)."""
 
 from __future__ import annotations
 
