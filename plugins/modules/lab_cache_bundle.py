@@ -11,7 +11,9 @@ short_description: An offline bundle of a lab cache - made from a filled cache, 
 description:
   - "I(state=created): copies what a lab cache holds into the directory I(bundle) - C(apt/),
     apt-cacher-ng's cache as it was fetched (the vendors' signed C(InRelease) files and packages,
-    nothing re-signed), C(wheels/) and C(datasets/) - and writes C(MANIFEST.json) with the
+    nothing re-signed), C(wheels/), C(datasets/) and C(rocm-wheels/) (the pages and files of
+    ROCm's index the cache passed through, as module lab_cache_rocm_wheels kept them) - and
+    writes C(MANIFEST.json) with the
     SHA-256 and size of every file. Returns C(manifest_sha256), the SHA-256 of C(MANIFEST.json):
     the offline side is given it (I(digest)) and trusts the manifest, and through it every file,
     only when it matches."
@@ -27,7 +29,8 @@ description:
     every file of I(bundle) is checked against the manifest (size, then SHA-256; a file missing,
     altered or not in the manifest, or a symbolic link or special file anywhere in the bundle,
     refuses the whole bundle, naming the files) before anything is copied; then C(apt/) is
-    copied into I(apt_cache) (owned by I(apt_owner)), C(wheels/) and C(datasets/) into I(root),
+    copied into I(apt_cache) (owned by I(apt_owner)), C(wheels/), C(datasets/) and
+    C(rocm-wheels/) into I(root),
     each file checked again as it is copied, and the digest is recorded in
     C(<root>/bundle.json). A bundle whose digest is recorded there already is not checked or
     copied again."
@@ -52,7 +55,7 @@ options:
       I(state=created) returned it where the bundle was made.
     type: str
   root:
-    description: The lab cache's directory (wheels/, datasets/).
+    description: The lab cache's directory (wheels/, datasets/, rocm-wheels/).
     type: path
     required: true
   apt_cache:
@@ -141,7 +144,7 @@ MADE = "bundles-made.json"
 IMPORTED = "bundle.json"
 FORMAT = 1
 # Parts of a lab cache and where they are kept: apt-cacher-ng's cache, the lab cache's root.
-PARTS = ("apt", "wheels", "datasets")
+PARTS = ("apt", "wheels", "datasets", "rocm-wheels")
 # apt-cacher-ng's own bookkeeping (statistics, snapshots) is not part of what it serves.
 APT_SKIPPED = ("_xstore",)
 MAX_MANIFEST = 64 << 20
@@ -160,6 +163,7 @@ def sources(root, apt_cache):
         "apt": apt_cache,
         "wheels": os.path.join(root, "wheels"),
         "datasets": os.path.join(root, "datasets"),
+        "rocm-wheels": os.path.join(root, "rocm-wheels"),
     }
 
 

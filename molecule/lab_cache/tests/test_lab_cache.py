@@ -30,6 +30,9 @@
           verifies the AMD-layout mirror's signatures through the offline cache, and the cache
           fetched nothing upstream. The bundle holds the Core SDK repository c4 used, and c5's
           apt verifies its signature and fetches a Core package from it offline.
+          The bundle also holds what c3 and c4 got of ROCm's wheels (module
+          lab_cache_rocm_wheels kept them from the pass-through, gfx90a's device code only), and
+          c5 (an MI210 sysfs tree) installs torch from ROCm's wheels from it offline.
 
 The cache's logs are read with plugins/modules/lab_cache_stats.py's own parser, so the module
 is checked against the servers' real log formats here.
@@ -479,11 +482,11 @@ def printed_digest(run) -> str:
 
 
 @pytest.fixture(scope="module")
-def offline_lab(core_client, tmp_path_factory):
-    """The bundle made on the head node (after an existing directory was refused as its
-    destination), carried to the offline head node with an altered and a re-hashed copy beside
-    it, links planted in the offline head node's apt-cacher-ng cache, and the offline lab cut
-    off from every route out."""
+def offline_lab(core_client, rocm_wheels_clients, tmp_path_factory):
+    """The bundle made on the head node (after c3 and c4 got ROCm's wheels through it, and an
+    existing directory was refused as its destination), carried to the offline head node with
+    an altered and a re-hashed copy beside it, links planted in the offline head node's
+    apt-cacher-ng cache, and the offline lab cut off from every route out."""
     work = tmp_path_factory.mktemp("offline")
     docker("exec", HEAD, "sh", "-c", f"mkdir -p {STICK}/photos && echo mine > {STICK}/notes.txt")
     stick = refused_run(
@@ -727,3 +730,46 @@ def test_an_offline_client_gets_the_core_line_from_the_bundle_signature_checked(
     assert c5.check_output("ls /tmp/core/get").startswith("amdrocm-runtime10.0_10.0.0-1_")
     log = host(OFFLINE_HEAD).file(LOGS["apt_log"]).content_string
     assert "|I|" not in log, "the offline cache fetched something upstream"
+
+
+@pytest.fixture(scope="module")
+def offline_rocm_wheels(offline_run, offline_lab):
+    """c5 (an MI210 sysfs tree), offline, installs PyTorch from ROCm's wheels: from what the
+    bundle kept of the head node's pass-through."""
+    work, made, _, _ = offline_lab
+    inventory = offline_inventory(work / "offline.json", printed_digest(made))
+    start = time.time()
+    run = play(SITE, WHEELS_SETTINGS, "--limit", C5, "--tags", "pytorch_rocm", inventory=inventory)
+    assert run.returncode == 0, said(run)[-4000:]
+    return run, start
+
+
+def test_the_bundle_carries_rocms_wheels_the_clients_got_and_an_offline_client_installs_them(
+    offline_rocm_wheels, offline_lab
+):
+    work, _, _, _ = offline_lab
+    _, start = offline_rocm_wheels
+    kept = [
+        name.split("/", 1)[1]
+        for name in json.loads((work / "bundle" / "MANIFEST.json").read_text())["files"]
+        if name.startswith("rocm-wheels/")
+    ]
+    assert "torch/index.html" in kept, sorted(kept)
+    # What c3 and c4 got: their one GPU target's device code, no other target's.
+    devices = sorted(n.split("/")[-1].split("-")[0] for n in kept if "_device_" in n)
+    assert devices == ["amd_torch_device_gfx90a", "rocm_sdk_device_gfx90a"], sorted(kept)
+    dists = json.loads(host(C5).check_output(DISTS))
+    assert dists["torch"] == "2.13.0+rocm7.14.0"
+    assert sorted(n for n in dists if "-device-" in n) == [
+        "amd-torch-device-gfx90a",
+        "rocm-sdk-device-gfx90a",
+    ]
+    record = json.loads(host(C5).file("/etc/rocmlab/pytorch.json").content_string)
+    assert record["index_url"] == f"http://{OFFLINE_HEAD}:8180/rocm-wheels/"
+    # Served by the offline head node from the bundle, to c5.
+    served = [
+        line.split("|")
+        for line in host(OFFLINE_HEAD).file(LOGS["http_log"]).content_string.splitlines()
+        if "|/rocm-wheels/" in line and float(line.split("|")[0]) >= start
+    ]
+    assert any(f[1] == "200" and "rocm_sdk_device_gfx90a" in f[4] for f in served), served
