@@ -14,7 +14,6 @@ import functools
 import getpass
 import gzip
 import hashlib
-import importlib.util
 import json
 import os
 import threading
@@ -22,20 +21,10 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from ansible_modules import load_module, run_module
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "plugins" / "modules" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-keep_module = load("lab_cache_rocm_wheels")
-bundle_module = load("lab_cache_bundle")
+keep_module = load_module("lab_cache_rocm_wheels")
+bundle_module = load_module("lab_cache_bundle")
 
 TORCH = "torch-2.13.0+rocm7.14.0-cp311-cp311-manylinux_2_28_x86_64.whl"
 DEVICE = "rocm_sdk_device_gfx90a-7.14.0-py3-none-linux_x86_64.whl"
@@ -211,3 +200,22 @@ def test_the_bundle_carries_what_was_kept_and_the_import_puts_it_where_nginx_ser
     assert entry["sha256"] == hashlib.sha256(DEVICE.encode() * 3).hexdigest()
     assert json.loads((offline / "bundle.json").read_text())["manifest_sha256"] == digest
     assert os.stat(offline / "rocm-wheels" / TORCH).st_mode & 0o777 == 0o644
+
+
+def test_the_task_refuses_an_address_that_is_not_the_pass_through_and_checks_without_fetching(
+    tmp_path, index, capsys, monkeypatch
+):
+    log = tmp_path / "nginx.log"
+    log.write_text(LOG)
+    dest = tmp_path / "rocm-wheels"
+    args = {"log": str(log), "url": index.url, "dest": str(dest), "max_bytes": 1 << 30}
+    bad = run_module(keep_module, {**args, "url": "https://elsewhere/simple/"}, capsys, monkeypatch)
+    assert (
+        bad["failed"] and "url: 'https://elsewhere/simple/' is not an http:// address" in bad["msg"]
+    )
+    checked = run_module(keep_module, {**args, "_ansible_check_mode": True}, capsys, monkeypatch)
+    assert checked["changed"] and checked["kept"] == KEPT and not dest.exists()
+    done = run_module(keep_module, args, capsys, monkeypatch)
+    assert done["changed"] and done["kept"] == KEPT and done["missing"] == []
+    again = run_module(keep_module, {**args, "_ansible_check_mode": True}, capsys, monkeypatch)
+    assert not again["changed"]
