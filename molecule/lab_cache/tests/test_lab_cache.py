@@ -502,21 +502,28 @@ def offline_lab(core_client, rocm_wheels_clients, tmp_path_factory):
     made = play(PROJECT / "playbooks" / "lab_bundle.yml", {}, "--limit", HEAD)
     assert made.returncode == 0, said(made)[-3000:]
     docker("cp", f"{HEAD}:{BUNDLE}", str(work / "bundle"))
-    shutil.copytree(work / "bundle", work / "altered")
-    wheel = next((work / "altered" / "wheels").glob("torch-*.whl"))
+    # The two bad copies share the bundle's files (hard links: the bundle holds hundreds of MB);
+    # what a copy alters is unlinked and written anew, never written through a link.
+    carried = work / "carried"
+    shutil.copytree(work / "bundle", carried / "lab-bundle-altered", copy_function=os.link)
+    wheel = next((carried / "lab-bundle-altered" / "wheels").glob("torch-*.whl"))
     data = bytearray(wheel.read_bytes())
     data[-1] ^= 0xFF  # same size, other content: only the SHA-256 tells
+    wheel.unlink()
     wheel.write_bytes(bytes(data))
     # The same altered wheel, and the manifest re-hashed to match it.
-    shutil.copytree(work / "altered", work / "rehashed")
-    manifest = json.loads((work / "rehashed" / "MANIFEST.json").read_text())
+    rehashed = carried / "lab-bundle-rehashed"
+    shutil.copytree(carried / "lab-bundle-altered", rehashed, copy_function=os.link)
+    manifest = json.loads((rehashed / "MANIFEST.json").read_text())
     name = f"wheels/{wheel.name}"
     manifest["files"][name]["sha256"] = hashlib.sha256(bytes(data)).hexdigest()
-    (work / "rehashed" / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    (rehashed / "MANIFEST.json").unlink()
+    (rehashed / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    shutil.copytree(work / "bundle", carried / "lab-bundle", copy_function=os.link)
+    # One copy into the offline head node, its hard links kept: BUNDLE and its two bad copies.
+    assert Path(BUNDLE).name == "lab-bundle"
     docker("exec", OFFLINE_HEAD, "mkdir", "-p", str(Path(BUNDLE).parent))
-    docker("cp", str(work / "bundle"), f"{OFFLINE_HEAD}:{BUNDLE}")
-    docker("cp", str(work / "altered"), f"{OFFLINE_HEAD}:{BUNDLE}-altered")
-    docker("cp", str(work / "rehashed"), f"{OFFLINE_HEAD}:{BUNDLE}-rehashed")
+    docker("cp", f"{carried}/.", f"{OFFLINE_HEAD}:{Path(BUNDLE).parent}")
     plant = (
         f"install -m 0600 /dev/null {CANARY_FILE} && echo canary > {CANARY_FILE}"
         f" && install -d -m 0700 {CANARY_DIR}"
