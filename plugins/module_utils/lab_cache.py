@@ -1,6 +1,7 @@
 # Copyright: rocmlab contributors
 # Apache License 2.0
-"""What the lab cache's modules share (lab_cache_fill, lab_cache_bundle, lab_cache_stats).
+"""What the lab cache's modules share (lab_cache_fill, lab_cache_bundle, lab_cache_stats,
+lab_cache_rocm_wheels).
 
 Root reads and writes in directories that service accounts own (apt-cacher-ng's cache and logs,
 nginx's logs) and in bundles carried in from elsewhere: every byte there is hostile. So a path
@@ -16,10 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
+import gzip
 import hashlib
 import os
 import secrets
 import stat
+import zlib
 
 BLOCK = 1 << 20
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -246,3 +250,63 @@ def copy_fd(src_fd, dst_fd):
         size += len(block)
         write_all(dst_fd, block)
     return digest.hexdigest(), size
+
+
+# --- Reading the servers' logs (service accounts write them) ---
+
+
+class Unreadable(Exception):
+    """A log file that cannot be read whole, and why."""
+
+
+def rotated_logs(path, max_rotated):
+    """(PATH's rotated copies (logrotate's .N and .N.gz, the newest MAX_ROTATED, oldest first)
+    and PATH, the older copies left out)."""
+    if not path:
+        return [], []
+    rotated = []
+    for name in glob.glob(glob.escape(path) + ".*"):
+        suffix = name[len(path) + 1 :].removesuffix(".gz")
+        if suffix.isascii() and suffix.isdigit():
+            rotated.append((int(suffix), name))
+    rotated.sort()
+    kept = [name for _unused, name in reversed(rotated[:max_rotated])] + [path]
+    return kept, [name for _unused, name in rotated[max_rotated:]]
+
+
+def log_lines(name, max_line, max_bytes):
+    """The lines of the log file NAME (gzip when it ends in .gz), each a str; opened without
+    following a link or blocking, a regular file only, at most MAX_BYTES read (decompressed).
+    Raises Unreadable, after the lines it gave, when the file cannot be read whole (the caller
+    then discards them); a line longer than MAX_LINE is given as None, its rest skipped in
+    bounded memory. Nothing when NAME does not exist."""
+    try:
+        fd, info = open_file(name)
+    except FileNotFoundError:
+        return
+    except (NotPlain, OSError) as exc:
+        raise Unreadable(str(exc)) from None
+    with os.fdopen(fd, "rb") as raw:
+        if info.st_size > max_bytes:
+            raise Unreadable(f"is {info.st_size} bytes, more than the {max_bytes} read")
+        handle = gzip.GzipFile(fileobj=raw, mode="rb") if name.endswith(".gz") else raw
+        total = 0
+        try:
+            while True:
+                line = handle.readline(max_line + 1)
+                if not line:
+                    return
+                total += len(line)
+                if total > max_bytes:
+                    raise Unreadable(f"holds more than the {max_bytes} bytes read")
+                if len(line) > max_line and not line.endswith(b"\n"):
+                    while line and not line.endswith(b"\n"):
+                        line = handle.readline(max_line + 1)
+                        total += len(line)
+                        if total > max_bytes:
+                            raise Unreadable(f"holds more than the {max_bytes} bytes read")
+                    yield None
+                    continue
+                yield line.decode("utf-8", errors="replace")
+        except (OSError, EOFError, zlib.error) as exc:
+            raise Unreadable(f"cannot be read to its end ({exc or type(exc).__name__})") from None

@@ -11,7 +11,8 @@ module: lab_cache_rocm_wheels
 short_description: Keep the ROCm wheels a lab cache passed through, for its offline bundle
 description:
   - "Reads nginx's access log of the lab cache's site (I(log), and its rotated copies
-    C(.1) and C(.N.gz)), in its format C($msec|$status|$body_bytes_sent|$remote_addr|$uri),
+    C(.N) and C(.N.gz), read as module lab_cache_stats reads them), in its format
+    C($msec|$status|$body_bytes_sent|$remote_addr|$uri),
     for the answers 200 under C(/rocm-wheels/): the project pages pip read
     (C(/rocm-wheels/<project>/)) and the files it fetched (C(/rocm-wheels/<file>) as AMD's
     pages link them, or C(/rocm-wheels/<project>/<file>)), then fetches each once more through
@@ -70,7 +71,6 @@ missing:
   returned: always
 """
 
-import gzip
 import hashlib
 import os
 import re
@@ -82,11 +82,14 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache import (
     BLOCK,
     NotPlain,
+    Unreadable,
     ensure_dir,
     hash_fd,
+    log_lines,
     open_dir,
     open_file,
     replace_with,
+    rotated_logs,
     write_all,
 )
 
@@ -104,30 +107,19 @@ TIMEOUT = 600
 
 
 def read_log(path):
-    """The text lines of one log (gzip when it ends in .gz; at most MAX_LOG_BYTES of it,
-    decompressed), opened without following a link or blocking on a FIFO (nginx's account
-    writes there); [] when it does not exist."""
+    """The lines of one log (logrotate's .N.gz decompressed), opened without following a link
+    or blocking on a FIFO (nginx's account writes there), at most MAX_LOG_BYTES of it; a line
+    over MAX_LINE is given as None. ValueError when it cannot be read whole."""
     try:
-        fd, _unused = open_file(path)
-    except FileNotFoundError:
-        return []
-    except NotPlain as exc:
+        yield from log_lines(path, MAX_LINE, MAX_LOG_BYTES)
+    except Unreadable as exc:
         raise ValueError(f"{path} {exc}: not read") from None
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            reader = gzip.GzipFile(fileobj=handle) if path.endswith(".gz") else handle
-            raw = reader.read(MAX_LOG_BYTES + 1)
-        except (OSError, EOFError) as exc:
-            raise ValueError(f"{path} cannot be read: {exc}") from None
-    if len(raw) > MAX_LOG_BYTES:
-        raise ValueError(f"{path} is larger than {MAX_LOG_BYTES} bytes: not read")
-    return raw.decode("utf-8", "replace").splitlines()
 
 
 def logs(log):
-    """LOG and its rotated copies (logrotate's .1, .2.gz ...), oldest first."""
-    names = [f"{log}.{n}.gz" for n in range(MAX_ROTATED, 1, -1)] + [f"{log}.1", log]
-    return [name for name in names if os.path.lexists(name)]
+    """LOG's rotated copies (logrotate's .N and .N.gz, the newest MAX_ROTATED, oldest first)
+    and LOG."""
+    return rotated_logs(log, MAX_ROTATED)[0]
 
 
 def served(lines):
@@ -135,9 +127,9 @@ def served(lines):
     a project page ('torch/'), a file ('torch-...whl') or a project's file ('torch/torch-...')."""
     found = {}
     for line in lines:
-        if len(line) > MAX_LINE:
+        if line is None or len(line) > MAX_LINE:
             continue
-        fields = line.split("|", 4)
+        fields = line.rstrip("\n").split("|", 4)
         if len(fields) != 5 or fields[1] != "200" or not fields[4].startswith(PREFIX):
             continue
         rel = fields[4][len(PREFIX) :]
@@ -260,11 +252,12 @@ def keep(paths, url, dest, max_bytes):
 
 def absent(paths, dest):
     """The PATHS not kept under DEST yet (for check mode: nothing is fetched)."""
-    return [
-        rel
-        for rel in paths
-        if not os.path.isfile(os.path.join(dest, *kept_name(rel)[0], kept_name(rel)[1]))
-    ]
+    found = []
+    for rel in paths:
+        dirs, name = kept_name(rel)
+        if not os.path.isfile(os.path.join(dest, *dirs, name)):
+            found.append(rel)
+    return found
 
 
 def main():

@@ -109,19 +109,16 @@ skipped_lines:
   type: int
 """
 
-import glob
-import gzip
 import ipaddress
 import json
 import math
-import os
 import re
-import zlib
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rocmlab.rocmlab.plugins.module_utils.lab_cache import (
-    NotPlain,
-    open_file,
+    Unreadable,
+    log_lines,
+    rotated_logs,
 )
 
 KINDS = ("apt", "wheels", "datasets")
@@ -140,10 +137,6 @@ MAX_DETAILS = 50000
 BYTES = re.compile(r"[0-9]{1,18}")
 
 
-class Unreadable(Exception):
-    """A log file that is not counted, and why."""
-
-
 class Reading:
     """What could not be counted: whole files (with the reason) and skipped lines."""
 
@@ -157,61 +150,16 @@ class Reading:
 
 def log_files(path, reading):
     """PATH's rotated copies (logrotate's .N and .N.gz, oldest first) and PATH."""
-    if not path:
-        return []
-    rotated = []
-    for name in glob.glob(glob.escape(path) + ".*"):
-        suffix = name[len(path) + 1 :].removesuffix(".gz")
-        if suffix.isascii() and suffix.isdigit():
-            rotated.append((int(suffix), name))
-    rotated.sort()
-    for _unused, name in rotated[MAX_ROTATED:]:
+    kept, dropped = rotated_logs(path, MAX_ROTATED)
+    for name in dropped:
         reading.refuse(name, f"more than {MAX_ROTATED} rotated copies: the oldest are not read")
-    return [name for _unused, name in reversed(rotated[:MAX_ROTATED])] + [path]
-
-
-def file_lines(name):
-    """The lines of the log file NAME (gzip when it ends in .gz), each a str; opened without
-    following a link or blocking, a regular file only, bounded. Raises Unreadable, after the
-    lines it gave, when the file cannot be read whole (the caller then discards them); a line
-    longer than MAX_LINE is given as None."""
-    try:
-        fd, info = open_file(name)
-    except FileNotFoundError:
-        return
-    except (NotPlain, OSError) as exc:
-        raise Unreadable(str(exc)) from None
-    with os.fdopen(fd, "rb") as raw:
-        if info.st_size > MAX_LOG_BYTES:
-            raise Unreadable(f"is {info.st_size} bytes, more than the {MAX_LOG_BYTES} read")
-        handle = gzip.GzipFile(fileobj=raw, mode="rb") if name.endswith(".gz") else raw
-        total = 0
-        try:
-            while True:
-                line = handle.readline(MAX_LINE + 1)
-                if not line:
-                    return
-                total += len(line)
-                if total > MAX_LOG_BYTES:
-                    raise Unreadable(f"holds more than the {MAX_LOG_BYTES} bytes read")
-                if len(line) > MAX_LINE and not line.endswith(b"\n"):
-                    # Skip the rest of the overlong line, boundedly.
-                    while line and not line.endswith(b"\n"):
-                        line = handle.readline(MAX_LINE + 1)
-                        total += len(line)
-                        if total > MAX_LOG_BYTES:
-                            raise Unreadable(f"holds more than the {MAX_LOG_BYTES} bytes read")
-                    yield None
-                    continue
-                yield line.decode("utf-8", errors="replace")
-        except (OSError, EOFError, zlib.error) as exc:
-            raise Unreadable(f"cannot be read to its end ({exc or type(exc).__name__})") from None
+    return kept
 
 
 def lines_of(name, reading):
     """The lines of the log file NAME; a line over MAX_LINE is skipped and counted in READING.
     Raises Unreadable when the file cannot be read whole."""
-    for line in file_lines(name):
+    for line in log_lines(name, MAX_LINE, MAX_LOG_BYTES):
         if line is None:
             reading.skipped_lines += 1
         else:
