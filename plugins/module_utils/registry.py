@@ -14,11 +14,6 @@ from __future__ import annotations
 
 KEYS = ("name", "tag", "group", "downloads", "lab_cache_urls", "host_rules", "system_rocm")
 COLUMNS = ("downloads", "lab_cache_urls", "host_rules", "system_rocm")
-# Where a host's ROCm comes from (role rocmlab's rocmlab_rocm_install): "system" (AMD's or the
-# distribution's packages, roles rocm_repo and rocm_packages) or "wheels" (ROCm's multi-arch
-# wheels inside the framework venvs: the host needs only the kernel driver and device access, and
-# every run leaves the roles of the system_rocm column out).
-INSTALLS = ("system", "wheels")
 # The groups site.yml and the rollout apply, in this order (playbooks/tasks/<group>.yml).
 SITE_GROUPS = ("rocm", "frameworks", "smoke")
 
